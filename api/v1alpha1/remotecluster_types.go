@@ -1,0 +1,194 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// Condition types kept on RemoteCluster.status.conditions.
+const (
+	// ConditionReady is True when the remote manager of the cluster runs on its owner.
+	ConditionReady = "Ready"
+	// ConditionConnected is True when the remote API server answered the last probe.
+	ConditionConnected = "Connected"
+	// ConditionInstalled is True when everything spec.install asks for is present remotely.
+	ConditionInstalled = "Installed"
+	// ConditionOwned is True when a live replica holds the cluster's Lease.
+	ConditionOwned = "Owned"
+)
+
+// CleanupPolicy says what happens to installed remote objects when a RemoteCluster is deleted.
+// +kubebuilder:validation:Enum=Retain;Delete
+type CleanupPolicy string
+
+const (
+	// CleanupRetain leaves everything installed in the remote cluster.
+	CleanupRetain CleanupPolicy = "Retain"
+	// CleanupDelete removes what clustershard installed in the remote cluster.
+	CleanupDelete CleanupPolicy = "Delete"
+)
+
+// SecretKeyReference names one key of a Secret in the management cluster.
+type SecretKeyReference struct {
+	// Namespace of the Secret.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Namespace string `json:"namespace"`
+
+	// Name of the Secret.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	Name string `json:"name"`
+
+	// Key of the Secret's data that holds the kubeconfig.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
+	Key string `json:"key"`
+}
+
+// KubeConfigSource says where the kubeconfig of a remote cluster comes from.
+type KubeConfigSource struct {
+	// SecretRef names the Secret key holding the kubeconfig, as in Chaos Mesh.
+	SecretRef SecretKeyReference `json:"secretRef"`
+}
+
+// HelmInstall is a Helm release to install or upgrade in the remote cluster
+// before its manager is spawned (Chaos Mesh's chart release, generalised).
+type HelmInstall struct {
+	// Chart is a local chart path inside the controller's file system, or a
+	// repository reference (https:// or oci://).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	Chart string `json:"chart"`
+
+	// Version of the chart; empty takes the chart as found.
+	// +kubebuilder:validation:MaxLength=128
+	// +optional
+	Version string `json:"version,omitempty"`
+
+	// ReleaseName of the Helm release.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=53
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	ReleaseName string `json:"releaseName"`
+
+	// Namespace of the release in the remote cluster, created when missing.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Namespace string `json:"namespace"`
+
+	// Values given to the chart (Chaos Mesh's configOverride).
+	// +kubebuilder:pruning:PreserveUnknownFields
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=object
+	// +optional
+	Values *runtime.RawExtension `json:"values,omitempty"`
+}
+
+// InstallSpec is what to ensure in the remote cluster before its manager is spawned.
+type InstallSpec struct {
+	// CRDs copies the CustomResourceDefinitions of the replicated kinds from the
+	// management cluster into the remote cluster.
+	// +kubebuilder:default=true
+	// +optional
+	CRDs *bool `json:"crds,omitempty"`
+
+	// Namespace to create in the remote cluster.
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^([a-z0-9]([-a-z0-9]*[a-z0-9])?)?$`
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+
+	// Helm release to install or upgrade in the remote cluster.
+	// +optional
+	Helm *HelmInstall `json:"helm,omitempty"`
+
+	// CleanupPolicy says whether what was installed is removed when the
+	// RemoteCluster is deleted.
+	// +kubebuilder:default=Retain
+	// +optional
+	CleanupPolicy CleanupPolicy `json:"cleanupPolicy,omitempty"`
+}
+
+// RemoteClusterSpec is the desired state of a RemoteCluster.
+type RemoteClusterSpec struct {
+	// KubeConfig says how to reach the remote cluster.
+	KubeConfig KubeConfigSource `json:"kubeConfig"`
+
+	// Install is what to ensure in the remote cluster before its manager runs.
+	// +optional
+	Install *InstallSpec `json:"install,omitempty"`
+
+	// Namespaces restricts the remote manager's cache to these namespaces;
+	// empty watches the whole cluster.
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=set
+	// +optional
+	Namespaces []string `json:"namespaces,omitempty"`
+}
+
+// RemoteClusterStatus is the observed state of a RemoteCluster.
+type RemoteClusterStatus struct {
+	// Conditions: Ready, Connected, Installed and Owned.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// Owner is the replica that holds the cluster's Lease.
+	// +optional
+	Owner string `json:"owner,omitempty"`
+
+	// ObservedGeneration is the generation last acted on.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// KubeConfigHash is a hash of the kubeconfig the running manager uses.
+	// +optional
+	KubeConfigHash string `json:"kubeConfigHash,omitempty"`
+
+	// ServerVersion is the remote API server's version.
+	// +optional
+	ServerVersion string `json:"serverVersion,omitempty"`
+
+	// LastHandoverTime is when the cluster last changed owner.
+	// +optional
+	LastHandoverTime *metav1.Time `json:"lastHandoverTime,omitempty"`
+}
+
+// RemoteCluster is a remote Kubernetes cluster managed from this management cluster.
+// Exactly one clustershard replica owns it at a time.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Cluster,shortName=rc,categories=clustershard
+// +kubebuilder:printcolumn:name="Owner",type=string,JSONPath=`.status.owner`
+// +kubebuilder:printcolumn:name="Connected",type=string,JSONPath=`.status.conditions[?(@.type=="Connected")].status`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 63",message="RemoteCluster name must be at most 63 characters: it is used as a label value in remote clusters"
+type RemoteCluster struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec is the desired state.
+	Spec RemoteClusterSpec `json:"spec"`
+	// Status is the observed state.
+	// +optional
+	Status RemoteClusterStatus `json:"status,omitempty"`
+}
+
+// RemoteClusterList is a list of RemoteCluster.
+//
+// +kubebuilder:object:root=true
+type RemoteClusterList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	// Items are the RemoteClusters.
+	Items []RemoteCluster `json:"items"`
+}
+
