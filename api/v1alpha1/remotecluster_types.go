@@ -191,4 +191,3 @@ type RemoteClusterList struct {
 	// Items are the RemoteClusters.
 	Items []RemoteCluster `json:"items"`
 }
-

@@ -223,4 +223,3 @@ func (cp *ControlPlane) Stop() error {
 	}
 	return errors.Join(errs...)
 }
-

@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -89,7 +90,7 @@ func Start(ctx context.Context, opts Options) (*Env, error) {
 	}
 	env := &Env{ControlPlane: cp, Scheme: NewScheme()}
 	if err := env.init(ctx); err != nil {
-		return nil, fmt.Errorf("%w (stop: %v)", err, cp.Stop())
+		return nil, errors.Join(err, cp.Stop())
 	}
 	return env, nil
 }
