@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -70,6 +72,7 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, retErr error) {
 	if opts.StartTimeout == 0 {
 		opts.StartTimeout = 60 * time.Second
 	}
+	reapOrphans(opts.BinDir)
 	cp := &ControlPlane{opts: opts}
 	cp.env = &envtest.Environment{
 		BinaryAssetsDirectory:    opts.BinDir,
@@ -116,6 +119,7 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, retErr error) {
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
+	recordChildren(opts.BinDir)
 	return cp, nil
 }
 
@@ -176,7 +180,30 @@ func (c *Cluster) AddUser(name string, groups ...string) (*rest.Config, []byte, 
 // port so that StartAPIServer brings the same cluster back.
 func (c *Cluster) StopAPIServer() error { return c.stop(false) }
 
-// StartAPIServer restarts a remote API server stopped by StopAPIServer.
+// KillAPIServer kills a remote API server with SIGKILL, as a crash or a lost
+// machine would, keeping its data, certificates and port for StartAPIServer.
+func (c *Cluster) KillAPIServer() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.plane == nil {
+		return errors.New("only remote API servers can be killed")
+	}
+	if !c.up {
+		return nil
+	}
+	for _, pid := range childProcs("kube-apiserver", "--cert-dir="+c.plane.APIServer.CertDir) {
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			return fmt.Errorf("kill %s: %w", c.Name, err)
+		}
+	}
+	// The process has exited (or is exiting): Stop reaps it without waiting.
+	err := c.plane.APIServer.Stop()
+	c.up = false
+	return err
+}
+
+// StartAPIServer restarts a remote API server stopped by StopAPIServer or
+// KillAPIServer.
 func (c *Cluster) StartAPIServer() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -190,6 +217,7 @@ func (c *Cluster) StartAPIServer() error {
 		return fmt.Errorf("restart %s: %w", c.Name, err)
 	}
 	c.up = true
+	recordChildren(filepath.Dir(c.plane.APIServer.Path))
 	return nil
 }
 
@@ -221,5 +249,6 @@ func (cp *ControlPlane) Stop() error {
 		errs = append(errs, cp.env.Stop())
 		cp.env = nil
 	}
+	forgetChildren()
 	return errors.Join(errs...)
 }

@@ -1,0 +1,159 @@
+package registry_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/clustershard/clustershard/registry"
+)
+
+// eventLog collects the registry's state changes.
+type eventLog struct {
+	mu     sync.Mutex
+	events []registry.Event
+}
+
+func (l *eventLog) add(e registry.Event) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.events = append(l.events, e)
+}
+
+func (l *eventLog) has(cluster string, s registry.State) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, e := range l.events {
+		if e.Cluster == cluster && e.State == s {
+			return true
+		}
+	}
+	return false
+}
+
+// A remote API server stopped under a running manager: the entry is reported,
+// other clusters keep working, the process lives, Stop returns within its
+// context; when the server returns the entry recovers without a restart.
+func TestRemoteDownIsReportedAndIsolated(t *testing.T) {
+	ctx := t.Context()
+	events := &eventLog{}
+	r := newRegistry(t, &seen{}, func(o *registry.Options) { o.OnEvent = events.add })
+	if err := r.Spawn("up", env.Remotes[0].Config); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Spawn("down", env.Remotes[1].Config); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Spawn("down-then-stopped", env.Remotes[1].Config); err != nil {
+		t.Fatal(err)
+	}
+	remote := env.Remotes[1]
+	if err := remote.KillAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	restarted := false
+	t.Cleanup(func() {
+		if !restarted {
+			_ = remote.StartAPIServer()
+		}
+	})
+
+	eventually(t, 30*time.Second, "the down cluster reported Unhealthy", func() bool {
+		return events.has("down", registry.StateUnhealthy)
+	})
+	info, _ := r.Get("down")
+	if info.State != registry.StateUnhealthy || info.Err == nil {
+		t.Fatalf("down: state %s, err %v", info.State, info.Err)
+	}
+	if err := r.WithClient("up", func(c client.Client) error {
+		return c.Create(ctx, configMap("default", "while-other-down", nil))
+	}); err != nil {
+		t.Fatalf("a healthy cluster stopped working while another was down: %v", err)
+	}
+	if up, _ := r.Get("up"); up.State != registry.StateRunning {
+		t.Fatalf("up: state %s", up.State)
+	}
+
+	stopCtx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	start := time.Now()
+	err := r.Stop(stopCtx, "down-then-stopped")
+	if stopCtx.Err() != nil {
+		t.Fatalf("Stop of an unreachable cluster overran its context (%v): %v", time.Since(start), err)
+	}
+	if err != nil {
+		t.Fatalf("Stop of an unreachable cluster: %v", err)
+	}
+
+	if err := remote.StartAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	restarted = true
+	eventually(t, 30*time.Second, "the down cluster running again", func() bool {
+		info, _ := r.Get("down")
+		return info.State == registry.StateRunning
+	})
+	if err := r.WithClient("down", func(c client.Client) error { return c.List(ctx, &corev1.ConfigMapList{}) }); err != nil {
+		t.Fatalf("the recovered cluster does not answer: %v", err)
+	}
+}
+
+// 50 Spawn/Stop cycles of one name: no controller-name collision, no goroutine left.
+func TestSpawnStopCyclesLeaveNothingBehind(t *testing.T) {
+	ctx := t.Context()
+	r := newRegistry(t, &seen{})
+	cycle := func() {
+		t.Helper()
+		if err := r.Spawn("cycled", env.Remotes[0].Config, registry.WithNamespaces("default")); err != nil {
+			t.Fatalf("spawn: %v", err)
+		}
+		if err := r.WithClient("cycled", func(c client.Client) error { return c.List(ctx, &corev1.ConfigMapList{}, client.InNamespace("default")) }); err != nil {
+			t.Fatalf("with client: %v", err)
+		}
+		if err := r.Stop(ctx, "cycled"); err != nil {
+			t.Fatalf("stop: %v", err)
+		}
+	}
+	cycle() // warm the shared transports and process-wide singletons
+	opts := []goleak.Option{
+		goleak.IgnoreCurrent(),
+		// client-go keeps pooled HTTP/2 connections per TLS config alive across
+		// managers; they are shared, not per spawn.
+		goleak.IgnoreTopFunction("net/http.(*http2ClientConn).readLoop"),
+		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
+	}
+	for range 50 {
+		cycle()
+	}
+	if _, ok := r.Get("cycled"); ok {
+		t.Fatal("entry left after Stop")
+	}
+	goleak.VerifyNone(t, opts...)
+}
+
+// A namespace-restricted manager cannot read outside its namespaces.
+func TestNamespaceRestrictedCache(t *testing.T) {
+	ctx := t.Context()
+	r := newRegistry(t, &seen{})
+	if err := r.Spawn("scoped", env.Remotes[0].Config, registry.WithNamespaces("default")); err != nil {
+		t.Fatal(err)
+	}
+	err := r.WithClient("scoped", func(c client.Client) error {
+		if err := c.List(ctx, &corev1.ConfigMapList{}, client.InNamespace("default")); err != nil {
+			return err
+		}
+		return c.List(ctx, &corev1.ConfigMapList{}, client.InNamespace("kube-system"))
+	})
+	if err == nil {
+		t.Fatal("a manager scoped to namespace default listed kube-system")
+	}
+	if errors.Is(err, registry.ErrNotExist) {
+		t.Fatalf("unexpected error: %v", err)
+	}
+}

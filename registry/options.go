@@ -1,0 +1,95 @@
+package registry
+
+import (
+	"errors"
+	"time"
+
+	"github.com/go-logr/logr"
+	"go.uber.org/fx"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Fence tells whether this replica may still write to a remote cluster. The
+// shard coordinator implements it; the registry consults it before every write
+// of a remote client.
+type Fence interface {
+	// WriteDeadline returns the instant, on the local monotonic clock, until
+	// which a write to cluster may be sent, or an error if it may not be sent
+	// at all. A zero time means no deadline.
+	WriteDeadline(cluster string) (time.Time, error)
+}
+
+// Options configure a Registry. ManageClient and Scheme are required.
+type Options struct {
+	// ManageClient is the management cluster's client, given to remote
+	// modules as the client.Client named "manage-client".
+	ManageClient client.Client
+	// Scheme is the scheme of the remote managers and clients.
+	Scheme *runtime.Scheme
+	// RemoteModules are added to every remote fx app: this is how remote
+	// reconcilers are registered.
+	RemoteModules []fx.Option
+	// Logger is the parent logger; each cluster logs with a "remoteCluster" value.
+	Logger logr.Logger
+
+	// QPS and Burst limit each remote client (defaults 20 and 40).
+	QPS   float32
+	Burst int
+	// StartTimeout bounds the start of a remote fx app (default 30s).
+	StartTimeout time.Duration
+
+	// ProbeInterval is how often a running cluster's /version is probed
+	// (default 10s); ProbeTimeout bounds one probe (default 5s); after
+	// ProbeFailureThreshold failures in a row (default 3) the cluster is
+	// reported Unhealthy, and Running again after the next success.
+	ProbeInterval         time.Duration
+	ProbeTimeout          time.Duration
+	ProbeFailureThreshold int
+
+	// Fence, when set, is checked before every remote write.
+	Fence Fence
+	// OnEvent, when set, is called on every state change of an entry. It is
+	// called without registry locks held and must not block for long.
+	OnEvent func(Event)
+}
+
+func (o *Options) defaults() error {
+	if o.ManageClient == nil {
+		return errors.New("registry: ManageClient is required")
+	}
+	if o.Scheme == nil {
+		return errors.New("registry: Scheme is required")
+	}
+	if o.QPS == 0 {
+		o.QPS = 20
+	}
+	if o.Burst == 0 {
+		o.Burst = 40
+	}
+	if o.StartTimeout == 0 {
+		o.StartTimeout = 30 * time.Second
+	}
+	if o.ProbeInterval == 0 {
+		o.ProbeInterval = 10 * time.Second
+	}
+	if o.ProbeTimeout == 0 {
+		o.ProbeTimeout = 5 * time.Second
+	}
+	if o.ProbeFailureThreshold == 0 {
+		o.ProbeFailureThreshold = 3
+	}
+	return nil
+}
+
+// SpawnOption configures one Spawn.
+type SpawnOption func(*spawnOptions)
+
+type spawnOptions struct {
+	namespaces []string
+}
+
+// WithNamespaces restricts the remote manager's cache to namespaces.
+func WithNamespaces(namespaces ...string) SpawnOption {
+	return func(o *spawnOptions) { o.namespaces = append(o.namespaces, namespaces...) }
+}
