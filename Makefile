@@ -89,5 +89,5 @@ e2e: controlplane ## Long drills against real replica processes.
 	@echo "make e2e is not implemented yet (issue 8)"; exit 1
 
 .PHONY: bench
-bench: controlplane ## Benchmarks; results under bench/.
-	@echo "make bench is not implemented yet (issue 9)"; exit 1
+bench: controlplane ## Go benchmarks against the local control plane (the bench/ harness comes with issue 9).
+	go test -run '^$$' -bench . -benchtime=1x -count=1 ./...

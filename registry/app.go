@@ -26,15 +26,6 @@ const (
 	ManageClientTag = "manage-client"
 )
 
-// ManagerParams are what a remote manager is built from.
-type ManagerParams struct {
-	fx.In
-
-	Config      *rest.Config
-	Scheme      *runtime.Scheme
-	ClusterName string `name:"cluster-name"`
-}
-
 // newApp assembles the fx app of one entry: the values every remote module
 // may ask for, the remote manager with its lifecycle, then the remote modules.
 func (r *Registry) newApp(e *entry) *fx.App {
@@ -49,7 +40,7 @@ func (r *Registry) newApp(e *entry) *fx.App {
 			fx.Provide(
 				fx.Annotate(func() string { return e.name }, fx.ResultTags(`name:"`+ClusterNameTag+`"`)),
 				fx.Annotate(func() client.Client { return manageClient }, fx.ResultTags(`name:"`+ManageClientTag+`"`)),
-				e.newManager,
+				fx.Annotate(e.newManager, fx.ParamTags(``, ``, `name:"`+ClusterNameTag+`"`)),
 				func(mgr manager.Manager) client.Client { return mgr.GetClient() },
 			),
 			fx.Invoke(e.runManager),
@@ -62,11 +53,11 @@ func (r *Registry) newApp(e *entry) *fx.App {
 // newManager builds the remote manager: no metrics server, no health probes,
 // no leader election, no webhook server; optionally a namespace-limited cache;
 // a client whose calls pass the entry's gate and fence.
-func (e *entry) newManager(p ManagerParams) (manager.Manager, error) {
-	cfg := rest.CopyConfig(p.Config)
+func (e *entry) newManager(cfg *rest.Config, scheme *runtime.Scheme, clusterName string) (manager.Manager, error) {
+	cfg = rest.CopyConfig(cfg)
 	opts := manager.Options{
-		Scheme:                 p.Scheme,
-		Logger:                 e.log,
+		Scheme:                 scheme,
+		Logger:                 e.log.WithValues("clusterName", clusterName),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		LeaderElection:         false,

@@ -2,12 +2,12 @@ package registry_test
 
 import (
 	"context"
-	"fmt"
-	"github.com/go-logr/logr"
 	"os"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/go-logr/logr"
 
 	"go.uber.org/fx"
 	corev1 "k8s.io/api/core/v1"
@@ -156,8 +156,4 @@ func ensureNamespace(t *testing.T, c client.Client, name string) {
 
 func configMap(ns, name string, labels map[string]string) *corev1.ConfigMap {
 	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels}}
-}
-
-func uniq(prefix string) string {
-	return fmt.Sprintf("%s-%d", prefix, time.Now().UnixNano()%1_000_000_000)
 }

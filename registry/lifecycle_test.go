@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"go.uber.org/fx"
 	"go.uber.org/goleak"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/clustershard/clustershard/registry"
 )
@@ -113,7 +116,9 @@ func TestSpawnStopCyclesLeaveNothingBehind(t *testing.T) {
 		if err := r.Spawn("cycled", env.Remotes[0].Config, registry.WithNamespaces("default")); err != nil {
 			t.Fatalf("spawn: %v", err)
 		}
-		if err := r.WithClient("cycled", func(c client.Client) error { return c.List(ctx, &corev1.ConfigMapList{}, client.InNamespace("default")) }); err != nil {
+		if err := r.WithClient("cycled", func(c client.Client) error {
+			return c.List(ctx, &corev1.ConfigMapList{}, client.InNamespace("default"))
+		}); err != nil {
 			t.Fatalf("with client: %v", err)
 		}
 		if err := r.Stop(ctx, "cycled"); err != nil {
@@ -155,5 +160,99 @@ func TestNamespaceRestrictedCache(t *testing.T) {
 	}
 	if errors.Is(err, registry.ErrNotExist) {
 		t.Fatalf("unexpected error: %v", err)
+	}
+}
+
+// runnableModule adds, for cluster name only, a runnable that fails after start
+// (or, with slowStop, one that takes that long to stop).
+func runnableModule(name string, run func(ctx context.Context) error) fx.Option {
+	return fx.Invoke(func(p moduleParams) error {
+		if p.ClusterName != name {
+			return nil
+		}
+		return p.Manager.Add(manager.RunnableFunc(run))
+	})
+}
+
+// A manager that exits with an error marks its entry Failed and is reported;
+// the process and the other clusters carry on; Stop then Spawn restarts it.
+func TestManagerFailureIsReported(t *testing.T) {
+	ctx := t.Context()
+	events := &eventLog{}
+	var fail atomic.Bool
+	fail.Store(true)
+	r := newRegistry(t, &seen{}, func(o *registry.Options) {
+		o.OnEvent = events.add
+		o.RemoteModules = append(o.RemoteModules, runnableModule("doomed", func(ctx context.Context) error {
+			if fail.Load() {
+				return errors.New("boom")
+			}
+			<-ctx.Done()
+			return nil
+		}))
+	})
+	if err := r.Spawn("fine", env.Remotes[0].Config); err != nil {
+		t.Fatal(err)
+	}
+	_ = r.Spawn("doomed", env.Remotes[0].Config) // may fail while starting or just after
+	eventually(t, 30*time.Second, "doomed reported Failed", func() bool {
+		info, ok := r.Get("doomed")
+		return !ok || (info.State == registry.StateFailed && events.has("doomed", registry.StateFailed))
+	})
+	if info, ok := r.Get("doomed"); ok {
+		if err := r.WithClient("doomed", func(client.Client) error { return nil }); !errors.Is(err, registry.ErrNotRunning) {
+			t.Fatalf("WithClient of a failed cluster: want ErrNotRunning, got %v (info %+v)", err, info)
+		}
+		if err := r.Stop(ctx, "doomed"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.WithClient("fine", func(c client.Client) error { return c.List(ctx, &corev1.ConfigMapList{}) }); err != nil {
+		t.Fatalf("another cluster broke: %v", err)
+	}
+	fail.Store(false)
+	if err := r.Spawn("doomed", env.Remotes[0].Config); err != nil {
+		t.Fatalf("restart after failure: %v", err)
+	}
+}
+
+// The registry never runs two managers for one cluster: after a Stop that
+// timed out, the old manager is still exiting, and Spawn of the same name is
+// refused until it has exited.
+func TestNoSecondManagerWhileTheFirstIsStillStopping(t *testing.T) {
+	ctx := t.Context()
+	var running, maxRunning atomic.Int32
+	r := newRegistry(t, &seen{}, func(o *registry.Options) {
+		o.RemoteModules = append(o.RemoteModules, runnableModule("sticky", func(ctx context.Context) error {
+			n := running.Add(1)
+			for {
+				m := maxRunning.Load()
+				if n <= m || maxRunning.CompareAndSwap(m, n) {
+					break
+				}
+			}
+			defer running.Add(-1)
+			<-ctx.Done()
+			time.Sleep(2 * time.Second) // a slow shutdown, within the manager's grace period
+			return nil
+		}))
+	})
+	if err := r.Spawn("sticky", env.Remotes[0].Config); err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	if err := r.Stop(short, "sticky"); err == nil {
+		t.Fatal("Stop returned nil although the manager was still stopping")
+	}
+	if err := r.Spawn("sticky", env.Remotes[0].Config); !errors.Is(err, registry.ErrAlreadyExist) {
+		t.Fatalf("Spawn while the old manager still runs: want ErrAlreadyExist, got %v", err)
+	}
+	eventually(t, 30*time.Second, "the old entry to leave", func() bool { _, ok := r.Get("sticky"); return !ok })
+	if err := r.Spawn("sticky", env.Remotes[0].Config); err != nil {
+		t.Fatal(err)
+	}
+	if m := maxRunning.Load(); m != 1 {
+		t.Fatalf("%d managers of one cluster ran at once", m)
 	}
 }
