@@ -1,0 +1,569 @@
+package shard
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"golang.org/x/time/rate"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+type phase int
+
+const (
+	phaseFree      phase = iota // not owned here
+	phaseOwned                  // Lease held, manager spawned or spawning
+	phaseReleasing              // handing over: stopping, then releasing the Lease
+	phaseLosing                 // lost: stopping, the Lease is not ours to write
+)
+
+// cluster is this replica's view of one cluster it owns or is giving up.
+type cluster struct {
+	phase phase
+	epoch uint64
+	since time.Time
+	ops   sync.Mutex // serialises Handler calls of the cluster
+}
+
+// Coordinator is the shard coordinator of one replica: it holds the
+// replica's membership Lease, computes the ring over live members and
+// acquires, hands over and releases cluster Leases by the rules of the design
+// (DESIGN.md section 3). It implements registry.Fence.
+type Coordinator struct {
+	o      Options
+	log    logr.Logger
+	member *membership
+	obs    *observer
+	limit  *rate.Limiter
+	kick   chan struct{}
+	writes atomic.Int64
+
+	mu       sync.Mutex
+	clusters map[string]*cluster
+	leaving  bool
+	ready    atomic.Bool
+	crashed  atomic.Bool // test hook: behave as a dead process
+}
+
+// New returns a Coordinator; Run starts it.
+func New(o Options) (*Coordinator, error) {
+	if err := o.defaults(); err != nil {
+		return nil, fmt.Errorf("shard coordinator: %w", err)
+	}
+	c := &Coordinator{
+		o:        o,
+		log:      o.Logger.WithValues("replica", o.Identity),
+		obs:      newObserver(o.LeaseDuration),
+		limit:    rate.NewLimiter(rate.Limit(o.MovesPerSecond), max(1, int(o.MovesPerSecond))),
+		kick:     make(chan struct{}, 1),
+		clusters: map[string]*cluster{},
+	}
+	c.member = &membership{o: &c.o, onLapse: c.Kick, writes: func(verb string) { c.countWrite(verb, "membership") }}
+	c.o.Logger = c.log
+	return c, nil
+}
+
+// Kick asks for a prompt re-evaluation (on a Lease or RemoteCluster change).
+func (c *Coordinator) Kick() {
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+}
+
+// OwnershipWrites returns how many API writes ownership has cost so far.
+func (c *Coordinator) OwnershipWrites() int64 { return c.writes.Load() }
+
+func (c *Coordinator) countWrite(verb, resource string) {
+	c.writes.Add(1)
+	ownershipWrites.WithLabelValues(verb, resource).Inc()
+}
+
+// Ready reports whether the coordinator holds its membership and has made
+// its first pass.
+func (c *Coordinator) Ready() bool {
+	_, _, ok := c.member.valid()
+	return ok && c.ready.Load()
+}
+
+// Owns reports whether this replica owns cluster now (Lease held in the
+// current membership epoch, membership valid, not handing it over).
+func (c *Coordinator) Owns(name string) bool {
+	_, err := c.WriteDeadline(name)
+	return err == nil
+}
+
+// Owned returns the clusters this replica owns now.
+func (c *Coordinator) Owned() []string {
+	c.mu.Lock()
+	names := make([]string, 0, len(c.clusters))
+	for n := range c.clusters {
+		names = append(names, n)
+	}
+	c.mu.Unlock()
+	owned := names[:0]
+	for _, n := range names {
+		if c.Owns(n) {
+			owned = append(owned, n)
+		}
+	}
+	return owned
+}
+
+// WriteDeadline is the fencing check of rule 4, on the local monotonic clock:
+// a write for cluster may be sent until the returned instant, and not at all
+// if an error is returned.
+func (c *Coordinator) WriteDeadline(name string) (time.Time, error) {
+	until, epoch, ok := c.member.valid()
+	if !ok {
+		return time.Time{}, ErrNotMember
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := c.clusters[name]
+	if st == nil || st.phase != phaseOwned || st.epoch != epoch {
+		return time.Time{}, fmt.Errorf("%w: %q", ErrNotOwner, name)
+	}
+	return until, nil
+}
+
+// WithOwnership runs f while this replica owns cluster; hand-over waits for f.
+// It returns ErrNotOwner without calling f otherwise.
+func (c *Coordinator) WithOwnership(name string, f func() error) error {
+	c.mu.Lock()
+	st := c.clusters[name]
+	c.mu.Unlock()
+	if st == nil {
+		return fmt.Errorf("%w: %q", ErrNotOwner, name)
+	}
+	st.ops.Lock()
+	defer st.ops.Unlock()
+	if !c.Owns(name) {
+		return fmt.Errorf("%w: %q", ErrNotOwner, name)
+	}
+	return f()
+}
+
+// Run holds membership and coordinates ownership until ctx ends, then hands
+// every cluster over (rule 5) within shutdownTimeout and releases membership.
+func (c *Coordinator) Run(ctx context.Context, shutdownTimeout time.Duration) error {
+	memberCtx, stopMember := context.WithCancel(context.WithoutCancel(ctx))
+	memberDone := make(chan struct{})
+	go func() {
+		defer close(memberDone)
+		c.member.run(memberCtx)
+	}()
+	ticker := time.NewTicker(c.o.RetryPeriod / 2)
+	defer ticker.Stop()
+	for {
+		c.step(ctx)
+		c.ready.Store(true)
+		select {
+		case <-ctx.Done():
+			sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+			err := c.shutdown(sctx)
+			cancel()
+			stopMember()
+			<-memberDone
+			c.member.lost()
+			return err
+		case <-ticker.C:
+		case <-c.kick:
+		}
+	}
+}
+
+// listLeases reads the membership and cluster Leases.
+func (c *Coordinator) listLeases(ctx context.Context) (members []coordinationv1.Lease, clusters map[string]*coordinationv1.Lease, err error) {
+	var list coordinationv1.LeaseList
+	if err := c.o.Client.List(ctx, &list, client.InNamespace(c.o.Namespace), client.HasLabels{RoleLabel}); err != nil {
+		return nil, nil, err
+	}
+	clusters = map[string]*coordinationv1.Lease{}
+	for i := range list.Items {
+		l := &list.Items[i]
+		switch l.Labels[RoleLabel] {
+		case "member":
+			members = append(members, *l)
+		case "cluster":
+			clusters[l.Name] = l
+		}
+	}
+	return members, clusters, nil
+}
+
+// step makes one pass of the ownership rules.
+func (c *Coordinator) step(ctx context.Context) {
+	if c.crashed.Load() {
+		return
+	}
+	now := time.Now()
+	members, leases, err := c.listLeases(ctx)
+	if err != nil {
+		c.log.Error(err, "Cannot list Leases")
+		c.fenceInvalid()
+		return
+	}
+	names, err := c.o.Clusters()
+	if err != nil {
+		c.log.Error(err, "Cannot list RemoteClusters")
+		return
+	}
+	live, leaving := c.obs.members(members, now)
+	for _, l := range leases {
+		c.obs.observe(l, now)
+	}
+	_, epoch, valid := c.member.valid()
+
+	c.mu.Lock()
+	selfLeaving := c.leaving
+	c.mu.Unlock()
+	ringMembers := make([]string, 0, len(live)+1)
+	for m := range live {
+		if !leaving[m] && m != c.o.Identity {
+			ringMembers = append(ringMembers, m)
+		}
+	}
+	if valid && !selfLeaving {
+		ringMembers = append(ringMembers, c.o.Identity)
+	}
+	ring, err := NewRing(ringMembers, c.o.Ring)
+	if err != nil {
+		c.log.Error(err, "Invalid ring options")
+		return
+	}
+	assign := ring.Assign(names)
+	exists := make(map[string]bool, len(names))
+	for _, n := range names {
+		exists[n] = true
+	}
+
+	c.fenceInvalid()
+	// Clusters we hold: keep, lose or hand over.
+	c.mu.Lock()
+	var handovers, losses []string
+	for n, st := range c.clusters {
+		if st.phase != phaseOwned {
+			continue
+		}
+		lease := leases[ClusterLeaseName(n)]
+		switch {
+		case lease == nil || holderOf(lease) != c.o.Identity:
+			losses = append(losses, n) // deleted or taken by hand: not ours any more
+		case !exists[n] || assign[n] != c.o.Identity:
+			handovers = append(handovers, n)
+		}
+	}
+	c.mu.Unlock()
+	for _, n := range losses {
+		c.lose(ctx, n, "Lease changed by someone else")
+	}
+	for _, n := range handovers {
+		if !exists[n] || c.limit.Allow() {
+			c.handOver(ctx, n, !exists[n])
+		}
+	}
+	if !valid || selfLeaving {
+		return
+	}
+	// Clusters assigned to us: acquire the free ones.
+	for _, n := range names {
+		if assign[n] != c.o.Identity {
+			continue
+		}
+		c.mu.Lock()
+		st := c.clusters[n]
+		busy := st != nil && st.phase != phaseFree
+		c.mu.Unlock()
+		if busy {
+			continue
+		}
+		lease := leases[ClusterLeaseName(n)]
+		if !c.free(ctx, lease, live, now) {
+			continue
+		}
+		if err := c.acquire(ctx, n, lease, epoch); err != nil {
+			c.log.V(1).Info("Cluster Lease not acquired", "cluster", n, "reason", err.Error())
+		}
+	}
+}
+
+func holderOf(l *coordinationv1.Lease) string {
+	if l == nil || l.Spec.HolderIdentity == nil {
+		return ""
+	}
+	return *l.Spec.HolderIdentity
+}
+
+// fenceInvalid stops every cluster owned in an older epoch or without valid
+// membership (rule 4). Those Leases stay as they are: membership lapsed, so
+// others may already consider them free.
+func (c *Coordinator) fenceInvalid() {
+	_, epoch, valid := c.member.valid()
+	c.mu.Lock()
+	var stale []string
+	for n, st := range c.clusters {
+		if st.phase == phaseOwned && (!valid || st.epoch != epoch) {
+			stale = append(stale, n)
+		}
+	}
+	c.mu.Unlock()
+	for _, n := range stale {
+		c.lose(context.Background(), n, "membership not valid")
+	}
+}
+
+// free applies rule 1: the Lease is free when absent, released, ours from an
+// earlier life, abandoned and unchanged for a lease duration, or held by a
+// replica whose membership has not changed for a lease duration (confirmed
+// by a fresh read, so a stale cache never makes a live holder look dead).
+func (c *Coordinator) free(ctx context.Context, l *coordinationv1.Lease, live map[string]bool, now time.Time) bool {
+	holder := holderOf(l)
+	switch {
+	case l == nil, holder == "", holder == c.o.Identity:
+		return true
+	case l.Annotations[AbandonedAnnotation] == "true":
+		return c.obs.unchangedFor(l.Name, now)
+	case live[holder]:
+		return false
+	}
+	memberLease := MemberLeaseName(holder)
+	if !c.obs.unchangedFor(memberLease, now) {
+		return false
+	}
+	var fresh coordinationv1.Lease
+	err := c.o.Client.Get(ctx, types.NamespacedName{Namespace: c.o.Namespace, Name: memberLease}, &fresh)
+	switch {
+	case apierrors.IsNotFound(err):
+		return true
+	case err != nil:
+		return false
+	}
+	changed := c.obs.observe(&fresh, now)
+	return now.Sub(changed) > c.o.LeaseDuration
+}
+
+// acquire takes the cluster Lease (create, or update on the version read) and
+// then spawns (rule 2: spawn after acquire).
+func (c *Coordinator) acquire(ctx context.Context, name string, l *coordinationv1.Lease, epoch uint64) error {
+	now := metav1.NewMicroTime(time.Now())
+	var err error
+	if l == nil {
+		l = &coordinationv1.Lease{ObjectMeta: leaseMeta(c.o.Namespace, ClusterLeaseName(name))}
+		l.Labels = map[string]string{RoleLabel: "cluster"}
+		l.Annotations = map[string]string{ClusterAnnotation: name}
+		l.Spec = coordinationv1.LeaseSpec{
+			HolderIdentity: ptr.To(c.o.Identity), AcquireTime: &now, RenewTime: &now,
+			LeaseDurationSeconds: ptr.To(int32(c.o.LeaseDuration / time.Second)), LeaseTransitions: ptr.To(int32(0)),
+		}
+		err = c.o.Client.Create(ctx, l)
+		c.countWrite("create", "cluster")
+	} else {
+		l = l.DeepCopy()
+		if holderOf(l) != c.o.Identity {
+			l.Spec.LeaseTransitions = ptr.To(ptr.Deref(l.Spec.LeaseTransitions, 0) + 1)
+		}
+		delete(l.Annotations, AbandonedAnnotation)
+		l.Spec.HolderIdentity = ptr.To(c.o.Identity)
+		l.Spec.AcquireTime, l.Spec.RenewTime = &now, &now
+		l.Spec.LeaseDurationSeconds = ptr.To(int32(c.o.LeaseDuration / time.Second))
+		err = c.o.Client.Update(ctx, l) // optimistic concurrency on the version we judged
+		c.countWrite("update", "cluster")
+	}
+	if err != nil {
+		return err
+	}
+	// The write may have taken long: own the cluster only if membership is
+	// still valid in the epoch we judged it in.
+	if _, e, ok := c.member.valid(); !ok || e != epoch {
+		return fmt.Errorf("membership lapsed while acquiring")
+	}
+	st := &cluster{phase: phaseOwned, epoch: epoch, since: time.Now()}
+	c.mu.Lock()
+	if old := c.clusters[name]; old != nil {
+		st = old
+		st.phase, st.epoch, st.since = phaseOwned, epoch, time.Now()
+	}
+	c.clusters[name] = st
+	c.mu.Unlock()
+	c.log.Info("Cluster acquired", "cluster", name)
+	go func() {
+		st.ops.Lock()
+		defer st.ops.Unlock()
+		if c.Owns(name) {
+			c.o.Handler.Acquired(ctx, name)
+		}
+	}()
+	return nil
+}
+
+// lose stops a cluster whose Lease is not ours to write any more.
+func (c *Coordinator) lose(ctx context.Context, name, reason string) {
+	st := c.setPhase(name, phaseOwned, phaseLosing)
+	if st == nil {
+		return
+	}
+	c.log.Info("Cluster lost", "cluster", name, "reason", reason)
+	go func() {
+		st.ops.Lock()
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.o.StopTimeout)
+		if err := c.o.Handler.Lost(sctx, name); err != nil {
+			c.log.Error(err, "Remote manager did not stop in time", "cluster", name)
+		}
+		cancel()
+		st.ops.Unlock()
+		c.done(name, st)
+	}()
+}
+
+// handOver applies rule 3: stop (bounded), then release the Lease, or leave
+// it abandoned to expire when the stop timed out.
+func (c *Coordinator) handOver(ctx context.Context, name string, deleted bool) <-chan struct{} {
+	finished := make(chan struct{})
+	st := c.setPhase(name, phaseOwned, phaseReleasing)
+	if st == nil {
+		close(finished)
+		return finished
+	}
+	c.log.Info("Handing cluster over", "cluster", name)
+	go func() {
+		defer close(finished)
+		st.ops.Lock()
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.o.StopTimeout)
+		err := c.o.Handler.Lost(sctx, name)
+		cancel()
+		st.ops.Unlock()
+		wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), c.o.RenewDeadline)
+		defer wcancel()
+		if err != nil {
+			c.log.Error(err, "Remote manager did not stop in time: leaving the Lease to expire", "cluster", name)
+			c.releaseLease(wctx, name, true, false)
+		} else {
+			c.releaseLease(wctx, name, false, deleted)
+		}
+		c.done(name, st)
+	}()
+	return finished
+}
+
+// releaseLease writes the Lease free (holder cleared), abandoned, or deletes
+// it for a deleted cluster; only if it is still ours.
+func (c *Coordinator) releaseLease(ctx context.Context, name string, abandon, remove bool) {
+	var l coordinationv1.Lease
+	if err := c.o.Client.Get(ctx, types.NamespacedName{Namespace: c.o.Namespace, Name: ClusterLeaseName(name)}, &l); err != nil {
+		return
+	}
+	if holderOf(&l) != c.o.Identity {
+		return
+	}
+	var err error
+	switch {
+	case remove:
+		err = c.o.Client.Delete(ctx, &l, client.Preconditions{ResourceVersion: ptr.To(l.ResourceVersion)})
+		c.countWrite("delete", "cluster")
+	case abandon:
+		if l.Annotations == nil {
+			l.Annotations = map[string]string{}
+		}
+		l.Annotations[AbandonedAnnotation] = "true"
+		err = c.o.Client.Update(ctx, &l)
+		c.countWrite("update", "cluster")
+	default:
+		l.Spec.HolderIdentity = ptr.To("")
+		l.Spec.RenewTime = ptr.To(metav1.NewMicroTime(time.Now()))
+		err = c.o.Client.Update(ctx, &l)
+		c.countWrite("update", "cluster")
+	}
+	if err != nil {
+		c.log.Error(err, "Cannot release cluster Lease", "cluster", name)
+	}
+}
+
+func (c *Coordinator) setPhase(name string, from, to phase) *cluster {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := c.clusters[name]
+	if st == nil || st.phase != from {
+		return nil
+	}
+	st.phase = to
+	return st
+}
+
+func (c *Coordinator) done(name string, st *cluster) {
+	c.mu.Lock()
+	if c.clusters[name] == st && st.phase != phaseOwned {
+		delete(c.clusters, name)
+	}
+	c.mu.Unlock()
+	c.Kick()
+}
+
+// shutdown applies rule 5: leave the ring, hand over every cluster at once,
+// then return so membership is released.
+func (c *Coordinator) shutdown(ctx context.Context) error {
+	if c.crashed.Load() {
+		return nil
+	}
+	c.mu.Lock()
+	c.leaving = true
+	var owned []string
+	for n, st := range c.clusters {
+		if st.phase == phaseOwned {
+			owned = append(owned, n)
+		}
+	}
+	c.mu.Unlock()
+	if err := c.markLeaving(ctx); err != nil {
+		c.log.Error(err, "Cannot mark membership as leaving")
+	}
+	c.log.Info("Shutting down: handing every cluster over", "clusters", len(owned))
+	var waits []<-chan struct{}
+	for _, n := range owned {
+		waits = append(waits, c.handOver(ctx, n, false))
+	}
+	for _, w := range waits {
+		select {
+		case <-w:
+		case <-ctx.Done():
+			return fmt.Errorf("hand-over did not finish: %w", ctx.Err())
+		}
+	}
+	// Wait for hand-overs started before shutdown.
+	for {
+		c.mu.Lock()
+		n := len(c.clusters)
+		c.mu.Unlock()
+		if n == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("hand-over did not finish: %w", ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// markLeaving annotates the membership Lease: others take this replica out of
+// their rings but still respect its Leases until it releases them.
+func (c *Coordinator) markLeaving(ctx context.Context) error {
+	patch := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"`+LeavingAnnotation+`":"true"}}}`))
+	l := &coordinationv1.Lease{ObjectMeta: leaseMeta(c.o.Namespace, MemberLeaseName(c.o.Identity))}
+	err := c.o.Client.Patch(ctx, l, patch)
+	c.countWrite("patch", "membership")
+	return err
+}
+
+func leaseMeta(namespace, name string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Namespace: namespace, Name: name}
+}

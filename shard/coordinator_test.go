@@ -1,0 +1,304 @@
+package shard_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/clustershard/clustershard/shard"
+)
+
+const (
+	leaseDuration = 3 * time.Second
+	renewDeadline = 2 * time.Second
+	retryPeriod   = 500 * time.Millisecond
+)
+
+type instance struct {
+	name    string
+	c       *shard.Coordinator
+	cancel  context.CancelFunc
+	done    chan error
+	cleanup func()
+}
+
+func logger() logr.Logger {
+	if !testing.Verbose() {
+		return logr.Discard()
+	}
+	return zap.New(zap.UseDevMode(true))
+}
+
+func namespace(t *testing.T, prefix string) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"}}
+	if err := env.Client.Create(t.Context(), ns); err != nil {
+		t.Fatal(err)
+	}
+	return ns.Name
+}
+
+func startInstance(t *testing.T, ns, name string, clusters []string, h shard.Handler) *instance {
+	t.Helper()
+	cfg := *env.Management.Config
+	cfg.QPS, cfg.Burst = 200, 400
+	cl, err := client.New(&cfg, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kube, err := kubernetes.NewForConfig(&cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := shard.New(shard.Options{
+		Identity: name, Namespace: ns, Client: cl, Kube: kube,
+		Clusters: func() ([]string, error) { return clusters, nil },
+		Handler:  h, Logger: logger().WithName(name),
+		LeaseDuration: leaseDuration, RenewDeadline: renewDeadline, RetryPeriod: retryPeriod,
+		StopTimeout: 2 * time.Second, MovesPerSecond: 100,
+		Ring: shard.RingOptions{LoadFactor: 1.25},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	in := &instance{name: name, c: c, cancel: cancel, done: make(chan error, 1)}
+	go func() { in.done <- c.Run(ctx, 20*time.Second) }()
+	t.Cleanup(func() {
+		cancel()
+		if in.cleanup != nil {
+			in.cleanup()
+		}
+		<-in.done
+	})
+	return in
+}
+
+// stop is a graceful shutdown (SIGTERM).
+func (in *instance) stop(t *testing.T) {
+	t.Helper()
+	in.cancel()
+	if err := <-in.done; err != nil {
+		t.Fatalf("%s: graceful shutdown: %v", in.name, err)
+	}
+	in.done <- nil // for the cleanup
+}
+
+func names(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("cluster-%02d", i)
+	}
+	return out
+}
+
+// holders reads every cluster Lease: cluster -> holder.
+func holders(t *testing.T, ns string) map[string]string {
+	t.Helper()
+	var list coordinationv1.LeaseList
+	if err := env.Client.List(t.Context(), &list, client.InNamespace(ns), client.MatchingLabels{shard.RoleLabel: "cluster"}); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, l := range list.Items {
+		if l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "" {
+			out[l.Annotations[shard.ClusterAnnotation]] = *l.Spec.HolderIdentity
+		}
+	}
+	return out
+}
+
+func expected(t *testing.T, members []string, clusters []string) map[string]string {
+	t.Helper()
+	r, err := shard.NewRing(members, shard.RingOptions{LoadFactor: 1.25})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.Assign(clusters)
+}
+
+// settled waits until every cluster runs on exactly the instance the ring
+// assigns it to, its Lease names that instance, and that instance owns it.
+func settled(t *testing.T, tr *tracker, ns string, want map[string]string, in map[string]*instance, timeout time.Duration) {
+	t.Helper()
+	var last string
+	err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		running, leases := tr.running(), holders(t, ns)
+		for c, owner := range want {
+			if r := running[c]; len(r) != 1 || r[0] != owner || leases[c] != owner || !in[owner].c.Owns(c) {
+				last = fmt.Sprintf("%s: want %s, running on %v, Lease held by %q", c, owner, r, leases[c])
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("not settled after %v: %s", timeout, last)
+	}
+	if v := tr.check(); len(v) > 0 {
+		t.Fatalf("overlaps: %v", v)
+	}
+}
+
+func TestOwnershipAcrossJoinLeaveAndCrash(t *testing.T) {
+	ns := namespace(t, "shard")
+	clusters := names(30)
+	tr := newTracker()
+	in := map[string]*instance{}
+	for _, n := range []string{"replica-0", "replica-1", "replica-2"} {
+		in[n] = startInstance(t, ns, n, clusters, trackingHandler{n, tr})
+	}
+	want := expected(t, []string{"replica-0", "replica-1", "replica-2"}, clusters)
+	settled(t, tr, ns, want, in, 30*time.Second)
+	for _, c := range clusters {
+		if n := len(tr.running()[c]); n != 1 {
+			t.Fatalf("%s runs on %d instances", c, n)
+		}
+	}
+
+	// Graceful stop: the leaver's clusters move with no overlap, each within 2s.
+	moved := []string{}
+	for c, o := range want {
+		if o == "replica-0" {
+			moved = append(moved, c)
+		}
+	}
+	in["replica-0"].stop(t)
+	want = expected(t, []string{"replica-1", "replica-2"}, clusters)
+	settled(t, tr, ns, want, in, 10*time.Second)
+	var worst time.Duration
+	for _, c := range moved {
+		gap, ok := tr.gap(c, "replica-0", want[c])
+		if !ok {
+			t.Fatalf("%s: no hand-over recorded", c)
+		}
+		worst = max(worst, gap)
+		if gap > 2*time.Second {
+			t.Fatalf("%s: graceful hand-over gap %v > 2s", c, gap)
+		}
+	}
+	t.Logf("graceful: %d clusters moved, worst gap %v", len(moved), worst)
+
+	// Crash: no release; the survivors take over after the lease duration.
+	crashed := "replica-1"
+	lost := []string{}
+	for c, o := range want {
+		if o == crashed {
+			lost = append(lost, c)
+		}
+	}
+	in[crashed].cleanup = in[crashed].c.Crash()
+	crashAt := time.Now()
+	tr.stopAll(crashed)
+	want = expected(t, []string{"replica-2"}, clusters)
+	settled(t, tr, ns, want, in, leaseDuration+5*time.Second)
+	t.Logf("crash: %d clusters taken over %v after the crash (lease duration %v)", len(lost), time.Since(crashAt), leaseDuration)
+
+	// Join: a new replica takes only the clusters the ring moves to it.
+	before := want
+	in["replica-3"] = startInstance(t, ns, "replica-3", clusters, trackingHandler{"replica-3", tr})
+	want = expected(t, []string{"replica-2", "replica-3"}, clusters)
+	settled(t, tr, ns, want, in, 20*time.Second)
+	for _, c := range clusters {
+		if before[c] != want[c] && want[c] != "replica-3" {
+			t.Fatalf("%s moved between old replicas on join", c)
+		}
+	}
+	if v := tr.check(); len(v) > 0 {
+		t.Fatalf("overlaps: %v", v)
+	}
+}
+
+// A replica whose renewals are blocked past the lease duration stops being
+// allowed to write before anyone else may take its clusters, and after it
+// resumes it writes nothing until it has re-acquired ownership.
+func TestPausedReplicaIsFenced(t *testing.T) {
+	ns := namespace(t, "pause")
+	clusters := names(8)
+	tr := newTracker()
+	writes := newTracker() // intervals during which the fence allowed writes
+	in := map[string]*instance{}
+	for _, n := range []string{"a", "b"} {
+		in[n] = startInstance(t, ns, n, clusters, trackingHandler{n, tr})
+	}
+	want := expected(t, []string{"a", "b"}, clusters)
+	settled(t, tr, ns, want, in, 30*time.Second)
+
+	// Sample every fence decision of both replicas as write intervals.
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for ctx.Err() == nil {
+			for n, i := range in {
+				for _, c := range clusters {
+					if i.c.Owns(c) {
+						writes.start(n, c)
+					} else {
+						writes.stop(n, c)
+					}
+				}
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}()
+
+	resume := in["a"].c.Pause()
+	pausedAt := time.Now()
+	// b takes every cluster once a's membership has expired for it.
+	all := expected(t, []string{"b"}, clusters)
+	err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, leaseDuration+5*time.Second, true, func(context.Context) (bool, error) {
+		for _, c := range clusters {
+			if !in["b"].c.Owns(c) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Fatal("b did not take over the paused replica's clusters")
+	}
+	for _, c := range clusters {
+		if all[c] != "b" {
+			t.Fatalf("ring: %s not on b", c)
+		}
+		if in["a"].c.Owns(c) {
+			t.Fatalf("the paused replica still may write %s %v after the pause began", c, time.Since(pausedAt))
+		}
+	}
+	resume()
+	// After resuming, a re-joins and gets its share back through the protocol.
+	settled(t, tr, ns, want, in, 30*time.Second)
+	cancel()
+	<-sampled
+	if v := writes.check(); len(v) > 0 {
+		t.Fatalf("write permissions overlapped: %v", v)
+	}
+	if v := tr.check(); len(v) > 0 {
+		t.Fatalf("managers overlapped: %v", v)
+	}
+	if !slices.Contains(in["a"].c.Owned(), firstOf(want, "a")) {
+		t.Fatalf("a owns %v after resuming", in["a"].c.Owned())
+	}
+}
+
+func firstOf(m map[string]string, owner string) string {
+	for c, o := range m {
+		if o == owner {
+			return c
+		}
+	}
+	return ""
+}

@@ -1,0 +1,24 @@
+package shard
+
+// Pause blocks this replica's membership renewals, as a frozen process would
+// look to the API server; the returned function resumes them.
+func (c *Coordinator) Pause() (resume func()) {
+	ch := make(chan struct{})
+	c.member.pauseMu.Lock()
+	c.member.pause = ch
+	c.member.pauseMu.Unlock()
+	return func() {
+		c.member.pauseMu.Lock()
+		c.member.pause = nil
+		c.member.pauseMu.Unlock()
+		close(ch)
+	}
+}
+
+// Crash makes the coordinator behave as a killed process: no renewal, no
+// decision, no hand-over, no release. The returned function unblocks its
+// goroutines for cleanup.
+func (c *Coordinator) Crash() (cleanup func()) {
+	c.crashed.Store(true)
+	return c.Pause()
+}

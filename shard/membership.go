@@ -1,0 +1,148 @@
+package shard
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+)
+
+// membership holds this replica's membership Lease with a client-go
+// LeaderElector on a Lease of its own, and judges its validity on the local
+// monotonic clock: membership is valid until RenewDeadline after the moment
+// the last successful renewal was SENT. Others consider it expired only
+// LeaseDuration after they OBSERVED that renewal, which is later, so the gap
+// (LeaseDuration - RenewDeadline) is the safety margin for pauses and
+// in-flight writes.
+//
+// Every lapse of validity (a renewal that came too late, a lost Lease)
+// increments the epoch: cluster ownership taken in an older epoch is void and
+// must be re-acquired.
+type membership struct {
+	o       *Options
+	onLapse func() // called (without locks) when the epoch changes
+	writes  func(verb string)
+
+	mu         sync.Mutex
+	validUntil time.Time
+	epoch      uint64
+
+	// pause, when set by tests, blocks the renew path inside the lock: a
+	// frozen replica as seen by the API server.
+	pauseMu sync.Mutex
+	pause   chan struct{}
+}
+
+// valid returns the validity deadline and the epoch, and whether membership
+// is valid now.
+func (m *membership) valid() (time.Time, uint64, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.validUntil, m.epoch, time.Now().Before(m.validUntil)
+}
+
+// renewed records a successful renewal sent at sent.
+func (m *membership) renewed(sent time.Time) {
+	m.mu.Lock()
+	lapsed := !m.validUntil.IsZero() && sent.After(m.validUntil)
+	if lapsed || m.validUntil.IsZero() {
+		m.epoch++
+	}
+	m.validUntil = sent.Add(m.o.RenewDeadline)
+	m.mu.Unlock()
+	if lapsed {
+		m.o.Logger.Info("Membership lapsed and was renewed late: ownership from before is void")
+		m.onLapse()
+	}
+}
+
+// lost voids membership at once.
+func (m *membership) lost() {
+	m.mu.Lock()
+	m.validUntil = time.Time{}
+	m.epoch++
+	m.mu.Unlock()
+	m.onLapse()
+}
+
+// run holds the membership Lease until ctx ends, re-joining after a loss.
+// On return the Lease is released.
+func (m *membership) run(ctx context.Context) {
+	for ctx.Err() == nil {
+		lock := &recordingLock{
+			Interface: &resourcelock.LeaseLock{
+				LeaseMeta:  leaseMeta(m.o.Namespace, MemberLeaseName(m.o.Identity)),
+				Client:     m.o.Kube.CoordinationV1(),
+				LockConfig: resourcelock.ResourceLockConfig{Identity: m.o.Identity},
+				Labels:     map[string]string{RoleLabel: "member"},
+			},
+			m: m,
+		}
+		le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+			Lock:            lock,
+			LeaseDuration:   m.o.LeaseDuration,
+			RenewDeadline:   m.o.RenewDeadline,
+			RetryPeriod:     m.o.RetryPeriod,
+			ReleaseOnCancel: true,
+			Name:            "clustershard-membership",
+			Callbacks: leaderelection.LeaderCallbacks{
+				OnStartedLeading: func(context.Context) { m.o.Logger.Info("Membership acquired") },
+				OnStoppedLeading: func() {
+					m.o.Logger.Info("Membership lost: fencing every cluster")
+					m.lost()
+				},
+			},
+		})
+		if err != nil {
+			m.o.Logger.Error(err, "Invalid membership elector configuration")
+			return
+		}
+		le.Run(ctx)
+		select {
+		case <-ctx.Done():
+		case <-time.After(m.o.RetryPeriod):
+		}
+	}
+}
+
+// recordingLock wraps the membership LeaseLock: it records when each
+// successful write was sent and counts the writes.
+type recordingLock struct {
+	resourcelock.Interface
+	m *membership
+}
+
+func (l *recordingLock) waitIfPaused() {
+	l.m.pauseMu.Lock()
+	p := l.m.pause
+	l.m.pauseMu.Unlock()
+	if p != nil {
+		<-p
+	}
+}
+
+// Create records a created membership Lease as a renewal.
+func (l *recordingLock) Create(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+	l.waitIfPaused()
+	sent := time.Now()
+	err := l.Interface.Create(ctx, ler)
+	l.m.writes("create")
+	if err == nil && ler.HolderIdentity == l.m.o.Identity {
+		l.m.renewed(sent)
+	}
+	return err
+}
+
+// Update records a renewed membership Lease.
+func (l *recordingLock) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+	l.waitIfPaused()
+	sent := time.Now()
+	err := l.Interface.Update(ctx, ler)
+	l.m.writes("update")
+	if err == nil && ler.HolderIdentity == l.m.o.Identity {
+		l.m.renewed(sent)
+	}
+	return err
+}

@@ -1,0 +1,70 @@
+package shard
+
+import (
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+)
+
+// observer judges liveness by locally observed time, as client-go's
+// leaderelection does: a Lease is live while it has changed (new
+// resourceVersion) within the last LeaseDuration of this replica's monotonic
+// clock. A remote renewTime is never compared with the local clock.
+type observer struct {
+	leaseDuration time.Duration
+	started       time.Time
+	seen          map[string]observation // by Lease name
+}
+
+type observation struct {
+	resourceVersion string
+	changed         time.Time // local time the current version was first seen
+}
+
+func newObserver(leaseDuration time.Duration) *observer {
+	return &observer{leaseDuration: leaseDuration, started: time.Now(), seen: map[string]observation{}}
+}
+
+// observe records the current version of a Lease and returns when it last changed.
+func (o *observer) observe(l *coordinationv1.Lease, now time.Time) time.Time {
+	ob, ok := o.seen[l.Name]
+	if !ok || ob.resourceVersion != l.ResourceVersion {
+		ob = observation{resourceVersion: l.ResourceVersion, changed: now}
+		o.seen[l.Name] = ob
+	}
+	return ob.changed
+}
+
+// unchangedFor reports whether the Lease named name has been seen unchanged,
+// or absent, for at least the lease duration. A Lease never seen counts from
+// the observer's start.
+func (o *observer) unchangedFor(name string, now time.Time) bool {
+	since := o.started
+	if ob, ok := o.seen[name]; ok {
+		since = ob.changed
+	}
+	return now.Sub(since) > o.leaseDuration
+}
+
+// members returns the live replicas from the membership Leases: those whose
+// Lease names them as holder and changed within the lease duration. leaving
+// are live but handing over.
+func (o *observer) members(leases []coordinationv1.Lease, now time.Time) (live map[string]bool, leaving map[string]bool) {
+	live, leaving = map[string]bool{}, map[string]bool{}
+	for i := range leases {
+		l := &leases[i]
+		changed := o.observe(l, now)
+		holder := ""
+		if l.Spec.HolderIdentity != nil {
+			holder = *l.Spec.HolderIdentity
+		}
+		if holder == "" || MemberLeaseName(holder) != l.Name || now.Sub(changed) > o.leaseDuration {
+			continue
+		}
+		live[holder] = true
+		if l.Annotations[LeavingAnnotation] == "true" {
+			leaving[holder] = true
+		}
+	}
+	return live, leaving
+}

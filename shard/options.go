@@ -1,0 +1,80 @@
+package shard
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Options configure a Coordinator.
+type Options struct {
+	// Identity is this replica's name (--replica-id, default the pod name).
+	Identity string
+	// Namespace holds the membership and cluster Leases.
+	Namespace string
+	// Client reads and writes Leases (a direct, uncached client).
+	Client client.Client
+	// Kube is the typed clientset the membership elector uses.
+	Kube kubernetes.Interface
+	// Clusters lists the names of the RemoteClusters to shard.
+	Clusters func() ([]string, error)
+	// Handler is told about acquired and lost clusters.
+	Handler Handler
+	// Logger is the parent logger.
+	Logger logr.Logger
+
+	// LeaseDuration, RenewDeadline and RetryPeriod time the membership Lease
+	// (defaults 15s, 10s, 2s), as in client-go's leaderelection.
+	LeaseDuration time.Duration
+	RenewDeadline time.Duration
+	RetryPeriod   time.Duration
+	// StopTimeout bounds the stop of one remote manager on hand-over (default 10s).
+	StopTimeout time.Duration
+	// MovesPerSecond rate-limits hand-overs during rebalancing (default 10);
+	// graceful shutdown hands everything over at once.
+	MovesPerSecond float64
+	// Ring configures the consistent-hash ring.
+	Ring RingOptions
+}
+
+func (o *Options) defaults() error {
+	var errs []error
+	if o.Identity == "" {
+		errs = append(errs, errors.New("identity is required (--replica-id or POD_NAME)"))
+	}
+	if len(o.Identity) > 63 {
+		errs = append(errs, fmt.Errorf("identity %q is longer than 63 characters", o.Identity))
+	}
+	if o.Namespace == "" {
+		errs = append(errs, errors.New("namespace is required"))
+	}
+	if o.Client == nil || o.Kube == nil || o.Clusters == nil || o.Handler == nil {
+		errs = append(errs, errors.New("client, kube clientset, cluster lister and handler are required"))
+	}
+	if o.LeaseDuration == 0 {
+		o.LeaseDuration = 15 * time.Second
+	}
+	if o.RenewDeadline == 0 {
+		o.RenewDeadline = 10 * time.Second
+	}
+	if o.RetryPeriod == 0 {
+		o.RetryPeriod = 2 * time.Second
+	}
+	if o.StopTimeout == 0 {
+		o.StopTimeout = 10 * time.Second
+	}
+	if o.MovesPerSecond == 0 {
+		o.MovesPerSecond = 10
+	}
+	if o.LeaseDuration <= o.RenewDeadline {
+		errs = append(errs, fmt.Errorf("lease duration %v must be greater than renew deadline %v", o.LeaseDuration, o.RenewDeadline))
+	}
+	if o.RenewDeadline <= o.RetryPeriod {
+		errs = append(errs, fmt.Errorf("renew deadline %v must be greater than retry period %v", o.RenewDeadline, o.RetryPeriod))
+	}
+	return errors.Join(errs...)
+}
