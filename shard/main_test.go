@@ -10,5 +10,5 @@ import (
 var env *testenv.Env
 
 func TestMain(m *testing.M) {
-	os.Exit(testenv.Run(m, testenv.Options{}, &env))
+	os.Exit(testenv.Run(m, testenv.Options{Remotes: 1}, &env))
 }

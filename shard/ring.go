@@ -12,10 +12,12 @@ import (
 )
 
 // DefaultVNodes is the number of virtual nodes per member when
-// RingOptions.VNodes is 0. With 10 members, 256 vnodes keep every member's
-// share of the hash space within about 1.1x of the mean (1.18x worst of 50
-// random member sets), while a ring of 10 members still builds in tens of
-// microseconds; quadrupling the vnodes only halves that spread.
+// RingOptions.VNodes is 0. Measured over 50 random sets of 10 members, 256
+// vnodes put the largest member's share of the hash space at 1.11x the mean
+// (median; worst 1.19x). For 1,000 names the spread is then dominated by the
+// names' own hashing noise: the max/mean load is 1.17 (median) with 256 vnodes
+// and still 1.16 with 4,096, while building the ring costs time and memory
+// linear in the vnodes (about 0.3 ms and 60 KiB for 10 members at 256).
 const DefaultVNodes = 256
 
 // RingOptions configure a Ring.
