@@ -80,7 +80,9 @@ func startInstance(t *testing.T, ns, name string, clusters []string, h shard.Han
 		if in.cleanup != nil {
 			in.cleanup()
 		}
-		<-in.done
+		if err := <-in.done; err != nil {
+			t.Logf("%s: shutdown: %v", name, err)
+		}
 	})
 	return in
 }

@@ -156,7 +156,8 @@ func (r *Ring) capacity(n int) int {
 	if x >= float64(n) {
 		return n
 	}
-	// Forgive float rounding so that 1.1*1000/10 gives 110, not 111.
+	// Forgive float rounding: 1.1*840/7 is 132.00000000000003 in float64, and
+	// the capacity meant is 132, not 133.
 	c := int(math.Ceil(x * (1 - 1e-12)))
 	// Never below ceil(n/m), so that every name finds room.
 	return max(c, (n+m-1)/m)
