@@ -329,30 +329,35 @@ func TestRingBoundedBalance(t *testing.T) {
 	}
 }
 
-// TestRingBoundedCapacity checks the capacity ceil(LoadFactor*n/m) exactly on
-// random sizes, including float values such as 1.1 whose products round up.
+// TestRingBoundedCapacity checks the capacity ceil(LoadFactor*n/m) exactly,
+// on fixed and random sizes, including LoadFactor*n/m that are integers but
+// round up in float64 (1.1*840/7 = 132.00000000000003). A member whose
+// unbounded load reaches the capacity must be filled exactly to it, so a
+// capacity off by one either way fails.
 func TestRingBoundedCapacity(t *testing.T) {
+	type tc struct{ n, m, p, q int }
+	cases := []tc{{840, 7, 11, 10}, {1000, 10, 11, 10}, {1000, 11, 11, 10}, {1000, 9, 11, 10}, {7, 3, 3, 2}}
 	rng := rand.New(rand.NewPCG(3, 3))
-	for i := range 200 {
+	for i := range 100 {
 		lf := []struct{ p, q int }{{11, 10}, {101, 100}, {6, 5}, {5, 4}, {3, 2}, {2, 1}, {7, 3}}[i%7]
-		m, n := 1+rng.IntN(20), rng.IntN(1500)
-		if i%2 == 0 { // LoadFactor*n/m is an integer: float rounding must not raise the capacity
-			n = lf.q * m * rng.IntN(1+1500/(lf.q*m))
+		m, n := 1+rng.IntN(20), rng.IntN(1000)
+		if i%2 == 0 { // LoadFactor*n/m is an integer
+			n = lf.q * m * rng.IntN(1+1000/(lf.q*m))
 		}
-		r := mustRing(t, replicas(m), shard.RingOptions{VNodes: 32, LoadFactor: float64(lf.p) / float64(lf.q)})
-		a := r.Assign(seqNames(fmt.Sprint("rc", i), n))
-		if len(a) != n {
-			t.Fatalf("n=%d m=%d: assigned %d names", n, m, len(a))
+		cases = append(cases, tc{n, m, lf.p, lf.q})
+	}
+	for i, c := range cases {
+		members, names := replicas(c.m), seqNames(fmt.Sprint("rc", i), c.n)
+		a := mustRing(t, members, shard.RingOptions{VNodes: 32, LoadFactor: float64(c.p) / float64(c.q)}).Assign(names)
+		if len(a) != c.n {
+			t.Fatalf("%+v: assigned %d names", c, len(a))
 		}
-		if n == 0 {
-			continue
-		}
-		capacity := ceilRat(lf.p, lf.q, n, m)
-		bl, ul := loads(a), loads(mustRing(t, replicas(m), shard.RingOptions{VNodes: 32}).Assign(seqNames(fmt.Sprint("rc", i), n)))
-		for _, mem := range replicas(m) {
+		capacity := ceilRat(c.p, c.q, c.n, c.m)
+		bl, ul := loads(a), loads(mustRing(t, members, shard.RingOptions{VNodes: 32}).Assign(names))
+		for _, mem := range members {
 			if bl[mem] > capacity || bl[mem] < min(ul[mem], capacity) {
 				t.Fatalf("n=%d m=%d LoadFactor=%d/%d: member %s has bounded load %d, unbounded %d, capacity %d",
-					n, m, lf.p, lf.q, mem, bl[mem], ul[mem], capacity)
+					c.n, c.m, c.p, c.q, mem, bl[mem], ul[mem], capacity)
 			}
 		}
 	}

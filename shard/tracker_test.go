@@ -154,3 +154,15 @@ func TestTrackerCatchesOverlap(t *testing.T) {
 		t.Fatalf("sequential ownership reported as overlap: %v", v)
 	}
 }
+
+// stoppedAfter reports whether instance stopped cluster after at.
+func (t *tracker) stoppedAfter(instance, cluster string, at time.Time) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, iv := range t.closed[cluster] {
+		if iv.instance == instance && iv.end.After(at) {
+			return true
+		}
+	}
+	return false
+}
