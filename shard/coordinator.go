@@ -50,6 +50,7 @@ type Coordinator struct {
 	mu       sync.Mutex
 	clusters map[string]*cluster
 	leaving  bool
+	view     View
 	ready    atomic.Bool
 	crashed  atomic.Bool // test hook: behave as a dead process
 }
@@ -70,6 +71,29 @@ func New(o Options) (*Coordinator, error) {
 	c.member = &membership{o: &c.o, onLapse: c.Kick, writes: func(verb string) { c.countWrite(verb, "membership") }}
 	c.o.Logger = c.log
 	return c, nil
+}
+
+// View is what the coordinator saw on its last pass, for status and metrics.
+type View struct {
+	// Members are the live replicas; true for those in the ring (not leaving).
+	Members map[string]bool
+	// Holders are the cluster Leases' holders, by cluster name.
+	Holders map[string]Holding
+}
+
+// Holding is one cluster Lease's holder and when it acquired the Lease.
+type Holding struct {
+	// Holder is the replica named by the Lease.
+	Holder string
+	// Since is the Lease's acquire time, as written by the holder.
+	Since time.Time
+}
+
+// Observed returns the view of the last pass. Its maps must not be modified.
+func (c *Coordinator) Observed() View {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.view
 }
 
 // Kick asks for a prompt re-evaluation (on a Lease or RemoteCluster change).
@@ -185,7 +209,7 @@ func (c *Coordinator) Run(ctx context.Context, shutdownTimeout time.Duration) er
 // listLeases reads the membership and cluster Leases.
 func (c *Coordinator) listLeases(ctx context.Context) (members []coordinationv1.Lease, clusters map[string]*coordinationv1.Lease, err error) {
 	var list coordinationv1.LeaseList
-	if err := c.o.Client.List(ctx, &list, client.InNamespace(c.o.Namespace), client.HasLabels{RoleLabel}); err != nil {
+	if err := c.o.Reader.List(ctx, &list, client.InNamespace(c.o.Namespace), client.HasLabels{RoleLabel}); err != nil {
 		return nil, nil, err
 	}
 	clusters = map[string]*coordinationv1.Lease{}
@@ -219,9 +243,23 @@ func (c *Coordinator) step(ctx context.Context) {
 		return
 	}
 	live, leaving := c.obs.members(members, now)
+	view := View{Members: map[string]bool{}, Holders: map[string]Holding{}}
+	for m := range live {
+		view.Members[m] = !leaving[m]
+	}
 	for _, l := range leases {
 		c.obs.observe(l, now)
+		if h := holderOf(l); h != "" && l.Annotations[ClusterAnnotation] != "" {
+			hold := Holding{Holder: h}
+			if l.Spec.AcquireTime != nil {
+				hold.Since = l.Spec.AcquireTime.Time
+			}
+			view.Holders[l.Annotations[ClusterAnnotation]] = hold
+		}
 	}
+	c.mu.Lock()
+	c.view = view
+	c.mu.Unlock()
 	_, epoch, valid := c.member.valid()
 
 	c.mu.Lock()

@@ -168,6 +168,24 @@ func TestOwnershipAcrossJoinLeaveAndCrash(t *testing.T) {
 			t.Fatalf("%s runs on %d instances", c, n)
 		}
 	}
+	// Every decision is visible: each replica's view names the holder.
+	eventually := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+		for _, i := range in {
+			v := i.c.Observed()
+			if len(v.Members) != 3 {
+				return false, nil
+			}
+			for c, o := range want {
+				if v.Holders[c].Holder != o || v.Holders[c].Since.IsZero() {
+					return false, nil
+				}
+			}
+		}
+		return true, nil
+	})
+	if eventually != nil {
+		t.Fatal("the replicas' views do not show every holder")
+	}
 
 	// Graceful stop: the leaver's clusters move with no overlap, each within 2s.
 	moved := []string{}

@@ -16,8 +16,12 @@ type Options struct {
 	Identity string
 	// Namespace holds the membership and cluster Leases.
 	Namespace string
-	// Client reads and writes Leases (a direct, uncached client).
+	// Client writes Leases and makes the fresh reads that decide a takeover
+	// (a direct, uncached client).
 	Client client.Client
+	// Reader lists Leases on every pass; a cached reader (the manager's
+	// client) in production. Default: Client.
+	Reader client.Reader
 	// Kube is the typed clientset the membership elector uses.
 	Kube kubernetes.Interface
 	// Clusters lists the names of the RemoteClusters to shard.
@@ -54,6 +58,9 @@ func (o *Options) defaults() error {
 	}
 	if o.Client == nil || o.Kube == nil || o.Clusters == nil || o.Handler == nil {
 		errs = append(errs, errors.New("client, kube clientset, cluster lister and handler are required"))
+	}
+	if o.Reader == nil {
+		o.Reader = o.Client
 	}
 	if o.LeaseDuration == 0 {
 		o.LeaseDuration = 15 * time.Second
