@@ -1,0 +1,166 @@
+package remotecluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/version"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/clustershard/clustershard/api/v1alpha1"
+)
+
+// InstalledLabel marks what clustershard installed in a remote cluster.
+const InstalledLabel = "clustershard.io/installed-by"
+
+// probe asks the remote API server for /version.
+func probe(ctx context.Context, cfg *rest.Config, timeout time.Duration) (string, error) {
+	cfg = rest.CopyConfig(cfg)
+	cfg.Timeout = timeout
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return "", err
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	body, err := dc.RESTClient().Get().AbsPath("/version").Do(ctx).Raw()
+	if err != nil {
+		return "", err
+	}
+	var info version.Info
+	if err := json.Unmarshal(body, &info); err != nil {
+		return "", fmt.Errorf("decode /version: %w", err)
+	}
+	return info.GitVersion, nil
+}
+
+func installCRDs(rc *v1alpha1.RemoteCluster) bool {
+	return rc.Spec.Install == nil || rc.Spec.Install.CRDs == nil || *rc.Spec.Install.CRDs
+}
+
+// install copies the replicated kinds' CRDs from the management cluster by
+// server-side apply and creates spec.install.namespace, then sets Installed.
+func (r *Reconciler) install(ctx context.Context, rc *v1alpha1.RemoteCluster, cfg *rest.Config) error {
+	wantCRDs := installCRDs(rc) && len(r.Kinds) > 0
+	ns := ""
+	if rc.Spec.Install != nil {
+		ns = rc.Spec.Install.Namespace
+	}
+	if !wantCRDs && ns == "" {
+		r.setCondition(rc, v1alpha1.ConditionInstalled, true, ReasonNothingToInstall, "spec.install asks for nothing")
+		return nil
+	}
+	remote, err := client.New(cfg, client.Options{Scheme: r.Scheme})
+	if err != nil {
+		return fmt.Errorf("client for the remote cluster: %w", err)
+	}
+	var applied []string
+	if wantCRDs {
+		for _, k := range r.Kinds {
+			var crd apiextensionsv1.CustomResourceDefinition
+			if err := r.Client.Get(ctx, client.ObjectKey{Name: k.CRD}, &crd); err != nil {
+				return fmt.Errorf("read CRD %s from the management cluster: %w", k.CRD, err)
+			}
+			obj, err := crdApplyObject(&crd)
+			if err != nil {
+				return err
+			}
+			if err := r.owned(rc.Name, func() error {
+				return remote.Patch(ctx, obj, client.Apply, client.FieldOwner(FieldManager), client.ForceOwnership) //nolint:staticcheck // unstructured apply of a copied object
+			}); err != nil {
+				return fmt.Errorf("apply CRD %s: %w", k.CRD, err)
+			}
+			applied = append(applied, k.CRD)
+		}
+		// The copied CRDs must be served before the remote manager watches them.
+		for _, name := range applied {
+			if err := waitEstablished(ctx, remote, name); err != nil {
+				return err
+			}
+		}
+	}
+	if ns != "" {
+		n := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{InstalledLabel: "clustershard"}}}
+		if err := r.owned(rc.Name, func() error { return remote.Create(ctx, n) }); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create namespace %s: %w", ns, err)
+		}
+	}
+	r.setCondition(rc, v1alpha1.ConditionInstalled, true, ReasonInstalled, fmt.Sprintf("%d CRDs applied; namespace %q", len(applied), ns))
+	return nil
+}
+
+// crdApplyObject strips a management CRD to what is applied remotely.
+func crdApplyObject(crd *apiextensionsv1.CustomResourceDefinition) (*unstructured.Unstructured, error) {
+	spec, err := json.Marshal(crd.Spec)
+	if err != nil {
+		return nil, err
+	}
+	var specMap map[string]any
+	if err := json.Unmarshal(spec, &specMap); err != nil {
+		return nil, err
+	}
+	obj := &unstructured.Unstructured{Object: map[string]any{"spec": specMap}}
+	obj.SetAPIVersion("apiextensions.k8s.io/v1")
+	obj.SetKind("CustomResourceDefinition")
+	obj.SetName(crd.Name)
+	obj.SetLabels(map[string]string{InstalledLabel: "clustershard"})
+	return obj, nil
+}
+
+func waitEstablished(ctx context.Context, c client.Client, name string) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		var crd apiextensionsv1.CustomResourceDefinition
+		if err := c.Get(ctx, client.ObjectKey{Name: name}, &crd); err == nil {
+			for _, cond := range crd.Status.Conditions {
+				if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
+					return nil
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("CRD %s not established in the remote cluster: %w", name, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// uninstall removes the CRDs and namespace clustershard installed.
+func (r *Reconciler) uninstall(ctx context.Context, rc *v1alpha1.RemoteCluster) error {
+	cfg, err := r.restConfigFor(ctx, rc)
+	if err != nil {
+		return err
+	}
+	remote, err := client.New(cfg, client.Options{Scheme: r.Scheme})
+	if err != nil {
+		return err
+	}
+	var errs []error
+	if installCRDs(rc) {
+		for _, k := range r.Kinds {
+			crd := &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: k.CRD}}
+			if err := r.owned(rc.Name, func() error { return remote.Delete(ctx, crd) }); client.IgnoreNotFound(err) != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if ns := rc.Spec.Install.Namespace; ns != "" {
+		n := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}
+		if err := r.owned(rc.Name, func() error { return remote.Delete(ctx, n) }); client.IgnoreNotFound(err) != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

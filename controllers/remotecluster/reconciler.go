@@ -1,0 +1,328 @@
+package remotecluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/clustershard/clustershard/api/v1alpha1"
+	"github.com/clustershard/clustershard/controllers/replication"
+	"github.com/clustershard/clustershard/internal/kubeconfig"
+	"github.com/clustershard/clustershard/registry"
+	"github.com/clustershard/clustershard/shard"
+)
+
+const (
+	// ControllerName names the controller and its event recorder.
+	ControllerName = "remotecluster"
+	// Finalizer is this controller's finalizer on RemoteClusters.
+	Finalizer = "clustershard.io/remotecluster"
+	// FieldManager is used for server-side apply in remote clusters.
+	FieldManager = "clustershard"
+)
+
+// Condition reasons.
+const (
+	ReasonSecretNotFound    = "SecretNotFound"
+	ReasonSecretKeyNotFound = "SecretKeyNotFound"
+	ReasonUnreachable       = "Unreachable"
+	ReasonReachable         = "Reachable"
+	ReasonInstallFailed     = "InstallFailed"
+	ReasonInstalled         = "Installed"
+	ReasonNothingToInstall  = "NothingToInstall"
+	ReasonSpawnFailed       = "SpawnFailed"
+	ReasonManagerRunning    = "ManagerRunning"
+	ReasonManagerFailed     = "ManagerFailed"
+	ReasonNotConnected      = "NotConnected"
+	ReasonLeaseHeld         = "LeaseHeld"
+)
+
+// Ownership is what the controller needs from the shard coordinator.
+type Ownership interface {
+	// Owns reports whether this replica owns the cluster now.
+	Owns(cluster string) bool
+	// WithOwnership runs f while this replica owns the cluster.
+	WithOwnership(cluster string, f func() error) error
+	// Observed returns the coordinator's last view of holders.
+	Observed() shard.View
+}
+
+// Reconciler reconciles RemoteClusters owned by this replica.
+type Reconciler struct {
+	// Client is the management cluster's client.
+	Client client.Client
+	// Scheme builds remote clients for installs.
+	Scheme *runtime.Scheme
+	// Registry runs the remote managers.
+	Registry *registry.Registry
+	// Ownership is the shard coordinator.
+	Ownership Ownership
+	// Identity is this replica's name, written to status.owner.
+	Identity string
+	// Recorder emits Events on RemoteClusters.
+	Recorder events.EventRecorder
+	// KubeConfig shapes the rest.Config of remote clusters.
+	KubeConfig kubeconfig.Options
+	// Kinds are the replicated kinds, whose CRDs spec.install copies.
+	Kinds []replication.Kind
+	// ProbeTimeout bounds the /version probe before a spawn (default 5s).
+	ProbeTimeout time.Duration
+	// Resync re-reconciles owned clusters periodically (default 1m).
+	Resync time.Duration
+
+	mu      sync.Mutex
+	spawned map[string]string // cluster -> kubeconfig hash of the running manager
+}
+
+// Reconcile brings one RemoteCluster to its desired state if this replica owns it.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var rc v1alpha1.RemoteCluster
+	if err := r.Client.Get(ctx, req.NamespacedName, &rc); err != nil {
+		if apierrors.IsNotFound(err) {
+			return ctrl.Result{}, r.stop(ctx, req.Name)
+		}
+		return ctrl.Result{}, err
+	}
+	ctx = log.IntoContext(ctx, log.FromContext(ctx).WithValues("remoteCluster", klog.KObj(&rc)))
+	if !r.Ownership.Owns(rc.Name) {
+		// Another replica owns it (or nobody yet); re-enqueued when acquired.
+		return ctrl.Result{}, nil
+	}
+	if !rc.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, r.finalize(ctx, &rc)
+	}
+	if !controllerutil.ContainsFinalizer(&rc, Finalizer) {
+		before := rc.DeepCopy()
+		controllerutil.AddFinalizer(&rc, Finalizer)
+		if err := r.owned(rc.Name, func() error {
+			return r.Client.Patch(ctx, &rc, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
+		}); err != nil {
+			return ctrl.Result{}, fmt.Errorf("add finalizer: %w", err)
+		}
+	}
+
+	before := rc.DeepCopy()
+	err := r.ensure(ctx, &rc)
+	r.ownedStatus(&rc)
+	if !equality.Semantic.DeepEqual(before.Status, rc.Status) {
+		if perr := r.owned(rc.Name, func() error {
+			return r.Client.Status().Patch(ctx, &rc, client.MergeFrom(before))
+		}); perr != nil {
+			err = errors.Join(err, fmt.Errorf("update status: %w", perr))
+		}
+	}
+	return ctrl.Result{RequeueAfter: r.resync()}, err
+}
+
+func (r *Reconciler) resync() time.Duration {
+	if r.Resync == 0 {
+		return time.Minute
+	}
+	return r.Resync
+}
+
+// owned runs a management write for a cluster only while this replica owns it.
+func (r *Reconciler) owned(cluster string, f func() error) error {
+	return r.Ownership.WithOwnership(cluster, f)
+}
+
+// ownedStatus fills owner, Owned and the hand-over time.
+func (r *Reconciler) ownedStatus(rc *v1alpha1.RemoteCluster) {
+	rc.Status.Owner = r.Identity
+	rc.Status.ObservedGeneration = rc.Generation
+	if h, ok := r.Ownership.Observed().Holders[rc.Name]; ok && h.Holder == r.Identity && !h.Since.IsZero() {
+		t := metav1.NewTime(h.Since.Truncate(time.Second))
+		rc.Status.LastHandoverTime = &t
+	}
+	r.setCondition(rc, v1alpha1.ConditionOwned, true, ReasonLeaseHeld, "Lease held by "+r.Identity)
+}
+
+func (r *Reconciler) setCondition(rc *v1alpha1.RemoteCluster, typ string, ok bool, reason, msg string) {
+	status := metav1.ConditionFalse
+	if ok {
+		status = metav1.ConditionTrue
+	}
+	meta.SetStatusCondition(&rc.Status.Conditions, metav1.Condition{
+		Type: typ, Status: status, Reason: reason, Message: msg, ObservedGeneration: rc.Generation,
+	})
+}
+
+// fail records a failure three ways: a Warning event, a condition (plus
+// Ready=False) and the returned error.
+func (r *Reconciler) fail(rc *v1alpha1.RemoteCluster, typ, reason string, err error) error {
+	r.setCondition(rc, typ, false, reason, err.Error())
+	if typ != v1alpha1.ConditionReady {
+		r.setCondition(rc, v1alpha1.ConditionReady, false, reason, err.Error())
+	}
+	if r.Recorder != nil {
+		r.Recorder.Eventf(rc, nil, corev1.EventTypeWarning, reason, "Reconcile", "%s", err.Error())
+	}
+	return err
+}
+
+// ensure reads the kubeconfig, probes, installs and spawns.
+func (r *Reconciler) ensure(ctx context.Context, rc *v1alpha1.RemoteCluster) error {
+	content, err := r.readKubeConfig(ctx, rc)
+	if err != nil {
+		return err
+	}
+	cfg, err := kubeconfig.Parse(content, r.KubeConfig)
+	if err != nil {
+		var kerr *kubeconfig.Error
+		errors.As(err, &kerr)
+		_ = r.stop(ctx, rc.Name)
+		// Only a change of the Secret can fix this: no retry loop.
+		return reconcile.TerminalError(r.fail(rc, v1alpha1.ConditionConnected, kerr.Reason, err))
+	}
+	hash := kubeconfig.Hash(content)
+	if running, ok := r.runningHash(rc.Name); ok && running != hash {
+		log.FromContext(ctx).Info("Kubeconfig changed: restarting the remote manager")
+		if err := r.stop(ctx, rc.Name); err != nil {
+			return r.fail(rc, v1alpha1.ConditionReady, ReasonSpawnFailed, fmt.Errorf("stop the manager for the new kubeconfig: %w", err))
+		}
+	}
+	info, running := r.Registry.Get(rc.Name)
+	if running && info.State == registry.StateFailed {
+		_ = r.stop(ctx, rc.Name)
+		return r.fail(rc, v1alpha1.ConditionReady, ReasonManagerFailed, fmt.Errorf("remote manager failed, restarting: %w", info.Err))
+	}
+	if !running {
+		version, err := probe(ctx, cfg, r.probeTimeout())
+		if err != nil {
+			return r.fail(rc, v1alpha1.ConditionConnected, ReasonUnreachable, fmt.Errorf("remote API server unreachable: %w", err))
+		}
+		rc.Status.ServerVersion = version
+		r.setCondition(rc, v1alpha1.ConditionConnected, true, ReasonReachable, "Remote API server "+version+" answered")
+		if err := r.install(ctx, rc, cfg); err != nil {
+			return r.fail(rc, v1alpha1.ConditionInstalled, ReasonInstallFailed, err)
+		}
+		err = r.owned(rc.Name, func() error {
+			err := r.Registry.Spawn(rc.Name, cfg, registry.WithNamespaces(rc.Spec.Namespaces...))
+			if errors.Is(err, registry.ErrAlreadyExist) {
+				return nil
+			}
+			return err
+		})
+		if err != nil {
+			return r.fail(rc, v1alpha1.ConditionReady, ReasonSpawnFailed, fmt.Errorf("spawn the remote manager: %w", err))
+		}
+		r.setRunningHash(rc.Name, hash)
+		info, _ = r.Registry.Get(rc.Name)
+	}
+	rc.Status.KubeConfigHash = hash
+	switch info.State {
+	case registry.StateRunning:
+		if info.ServerVersion != "" {
+			rc.Status.ServerVersion = info.ServerVersion
+		}
+		r.setCondition(rc, v1alpha1.ConditionConnected, true, ReasonReachable, "Remote API server answers")
+		r.setCondition(rc, v1alpha1.ConditionReady, true, ReasonManagerRunning, "Remote manager runs on "+r.Identity)
+	case registry.StateUnhealthy:
+		return r.fail(rc, v1alpha1.ConditionConnected, ReasonUnreachable, fmt.Errorf("remote API server unreachable: %w", info.Err))
+	default:
+		return r.fail(rc, v1alpha1.ConditionReady, ReasonNotConnected, fmt.Errorf("remote manager is %s", info.State))
+	}
+	return nil
+}
+
+func (r *Reconciler) probeTimeout() time.Duration {
+	if r.ProbeTimeout == 0 {
+		return 5 * time.Second
+	}
+	return r.ProbeTimeout
+}
+
+// readKubeConfig reads the kubeconfig Secret's key.
+func (r *Reconciler) readKubeConfig(ctx context.Context, rc *v1alpha1.RemoteCluster) ([]byte, error) {
+	ref := rc.Spec.KubeConfig.SecretRef
+	var secret corev1.Secret
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, &secret); err != nil {
+		if apierrors.IsNotFound(err) {
+			_ = r.stop(ctx, rc.Name)
+			return nil, r.fail(rc, v1alpha1.ConditionConnected, ReasonSecretNotFound, fmt.Errorf("kubeconfig Secret %s/%s not found", ref.Namespace, ref.Name))
+		}
+		return nil, err
+	}
+	content, ok := secret.Data[ref.Key]
+	if !ok {
+		_ = r.stop(ctx, rc.Name)
+		return nil, r.fail(rc, v1alpha1.ConditionConnected, ReasonSecretKeyNotFound, fmt.Errorf("kubeconfig Secret %s/%s has no key %q", ref.Namespace, ref.Name, ref.Key))
+	}
+	return content, nil
+}
+
+func (r *Reconciler) runningHash(cluster string) (string, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	h, ok := r.spawned[cluster]
+	return h, ok
+}
+
+func (r *Reconciler) setRunningHash(cluster, hash string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.spawned == nil {
+		r.spawned = map[string]string{}
+	}
+	r.spawned[cluster] = hash
+}
+
+// stop stops the cluster's remote manager if it runs here.
+func (r *Reconciler) stop(ctx context.Context, cluster string) error {
+	r.mu.Lock()
+	delete(r.spawned, cluster)
+	r.mu.Unlock()
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := r.Registry.Stop(sctx, cluster); err != nil && !errors.Is(err, registry.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// finalize stops the manager, uninstalls when asked, and removes only this
+// controller's finalizer.
+func (r *Reconciler) finalize(ctx context.Context, rc *v1alpha1.RemoteCluster) error {
+	if !controllerutil.ContainsFinalizer(rc, Finalizer) {
+		return nil
+	}
+	if err := r.stop(ctx, rc.Name); err != nil {
+		return fmt.Errorf("stop the remote manager: %w", err)
+	}
+	if rc.Spec.Install != nil && rc.Spec.Install.CleanupPolicy == v1alpha1.CleanupDelete {
+		if err := r.uninstall(ctx, rc); err != nil {
+			return r.fail(rc, v1alpha1.ConditionInstalled, ReasonInstallFailed, fmt.Errorf("uninstall: %w", err))
+		}
+	}
+	before := rc.DeepCopy()
+	controllerutil.RemoveFinalizer(rc, Finalizer)
+	return r.owned(rc.Name, func() error {
+		return r.Client.Patch(ctx, rc, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
+	})
+}
+
+// restConfigFor is used by uninstall, which needs a client after the manager stopped.
+func (r *Reconciler) restConfigFor(ctx context.Context, rc *v1alpha1.RemoteCluster) (*rest.Config, error) {
+	content, err := r.readKubeConfig(ctx, rc)
+	if err != nil {
+		return nil, err
+	}
+	return kubeconfig.Parse(content, r.KubeConfig)
+}

@@ -1,0 +1,47 @@
+package remotecluster
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/clustershard/clustershard/api/v1alpha1"
+)
+
+// SecretIndex indexes RemoteClusters by "namespace/name" of their kubeconfig Secret.
+const SecretIndex = "spec.kubeConfig.secretRef"
+
+// SetupWithManager registers the controller: RemoteClusters, the Secrets
+// they reference, and the cluster events of the notifier.
+func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, events <-chan event.GenericEvent) error {
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &v1alpha1.RemoteCluster{}, SecretIndex, func(o client.Object) []string {
+		ref := o.(*v1alpha1.RemoteCluster).Spec.KubeConfig.SecretRef
+		return []string{ref.Namespace + "/" + ref.Name}
+	}); err != nil {
+		return err
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named(ControllerName).
+		For(&v1alpha1.RemoteCluster{}).
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.clustersOfSecret)).
+		WatchesRawSource(source.Channel(events, &handler.EnqueueRequestForObject{})).
+		Complete(r)
+}
+
+func (r *Reconciler) clustersOfSecret(ctx context.Context, o client.Object) []reconcile.Request {
+	var list v1alpha1.RemoteClusterList
+	if err := r.Client.List(ctx, &list, client.MatchingFields{SecretIndex: o.GetNamespace() + "/" + o.GetName()}); err != nil {
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(list.Items))
+	for _, rc := range list.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&rc)})
+	}
+	return reqs
+}
