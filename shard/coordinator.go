@@ -51,6 +51,7 @@ type Coordinator struct {
 	clusters map[string]*cluster
 	leaving  bool
 	view     View
+	ring     *Ring
 	ready    atomic.Bool
 	crashed  atomic.Bool // test hook: behave as a dead process
 }
@@ -94,6 +95,15 @@ func (c *Coordinator) Observed() View {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.view
+}
+
+// Assigned reports whether the last ring maps name to this replica (by plain
+// consistent hashing, without load bounds). The replicate controller uses it
+// to pick the one replica that reports a source naming an unknown cluster.
+func (c *Coordinator) Assigned(name string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.ring != nil && c.ring.Owner(name) == c.o.Identity
 }
 
 // Kick asks for a prompt re-evaluation (on a Lease or RemoteCluster change).
@@ -280,6 +290,9 @@ func (c *Coordinator) step(ctx context.Context) {
 		return
 	}
 	assign := ring.Assign(names)
+	c.mu.Lock()
+	c.ring = ring
+	c.mu.Unlock()
 	exists := make(map[string]bool, len(names))
 	for _, n := range names {
 		exists[n] = true

@@ -2,6 +2,7 @@ package shard_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -98,6 +99,9 @@ func benchClustershard(b *testing.B, clusters []string, window time.Duration) fl
 		b.Logf("coordinators stopped in %v", time.Since(start).Round(time.Millisecond))
 	}()
 
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(shard.Collectors()...)
+	initial := benchWriteBreakdown(b, reg)
 	start := time.Now()
 	for i := range benchReplicas {
 		cl, kube := benchClients(b)
@@ -168,12 +172,11 @@ func benchClustershard(b *testing.B, clusters []string, window time.Duration) fl
 		b.Logf("ODD: ownership still changing %v after full coverage (per replica %v); measuring anyway", benchSettleTimeout, per)
 	}
 
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(shard.Collectors()...)
 	var writes int64
 	var elapsed time.Duration
 	var moved int
 	before := benchWriteBreakdown(b, reg)
+	b.Logf("ownership writes before the window, by resource/verb: %s", benchBreakdownDelta(initial, before))
 	for b.Loop() {
 		owners0, _ := benchOwnership(coords)
 		w0, t0 := benchSumWrites(coords), time.Now()
@@ -272,11 +275,14 @@ func benchBaseline(b *testing.B, clusters []string, window time.Duration, cs flo
 
 	var writes, failed, reads, latency, started, stopped, transitions int64
 	var elapsed time.Duration
-	counts.maxLatency.Store(0)
+	preKinds, winKinds := map[string]int{}, map[string]int{}
 	for b.Loop() {
 		_, tr0, err0 := benchNaiveLeases(ctx, ns)
+		benchMergeKinds(preKinds, counts.errorKinds())
+		counts.maxLatency.Store(0)
 		w0, f0, r0, d0, s0, l0, t0 := counts.writes.Load(), counts.failed.Load(), counts.reads.Load(), counts.latency.Load(), counts.started.Load(), counts.stopped.Load(), time.Now()
 		time.Sleep(window)
+		benchMergeKinds(winKinds, counts.errorKinds())
 		w1, f1, r1, d1, s1, l1, t1 := counts.writes.Load(), counts.failed.Load(), counts.reads.Load(), counts.latency.Load(), counts.started.Load(), counts.stopped.Load(), time.Now()
 		held, tr1, err1 := benchNaiveLeases(ctx, ns)
 		writes += w1 - w0
@@ -309,6 +315,12 @@ func benchBaseline(b *testing.B, clusters []string, window time.Duration, cs flo
 		float64(len(clusters))/benchRetryPeriod.Seconds(), meanLatency.Round(time.Microsecond),
 		time.Duration(counts.maxLatency.Load()).Round(time.Microsecond), float64(reads)/elapsed.Seconds(),
 		transitions, stopped, started)
+	if len(preKinds) > 0 {
+		b.Logf("failed writes before the window, by kind: %v", preKinds)
+	}
+	if len(winKinds) > 0 {
+		b.Logf("failed writes in the window, by kind: %v", winKinds)
+	}
 	if cs > 0 {
 		b.ReportMetric(rate/cs, "x-clustershard")
 		b.Logf("M=%d: baseline %.2f writes/s vs clustershard %.2f writes/s: baseline/clustershard = %.1fx", len(clusters), rate, cs, rate/cs)
@@ -494,6 +506,12 @@ func benchBreakdownDelta(before, after map[string]float64) string {
 	return strings.Join(parts, " ")
 }
 
+func benchMergeKinds(into, from map[string]int) {
+	for k, v := range from {
+		into[k] += v
+	}
+}
+
 func benchFirst(s []string, n int) []string {
 	if len(s) > n {
 		return s[:n]
@@ -572,6 +590,18 @@ type benchLockCounters struct {
 	latency, maxLatency atomic.Int64
 	reads               atomic.Int64
 	started, stopped    atomic.Int64
+
+	mu     sync.Mutex
+	errors map[string]int // failed writes by kind
+}
+
+// errorKinds returns the failed writes by kind and resets them.
+func (n *benchLockCounters) errorKinds() map[string]int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	e := n.errors
+	n.errors = nil
+	return e
 }
 
 // benchCountingLock counts every Create and Update a naive elector sends,
@@ -612,5 +642,20 @@ func (l *benchCountingLock) count(start time.Time, err error) {
 	}
 	if err != nil {
 		l.n.failed.Add(1)
+		kind := string(apierrors.ReasonForError(err))
+		switch {
+		case errors.Is(err, context.DeadlineExceeded):
+			kind = "context deadline exceeded"
+		case errors.Is(err, context.Canceled):
+			kind = "context canceled"
+		case kind == "":
+			kind = "other: " + err.Error()
+		}
+		l.n.mu.Lock()
+		if l.n.errors == nil {
+			l.n.errors = map[string]int{}
+		}
+		l.n.errors[kind]++
+		l.n.mu.Unlock()
 	}
 }

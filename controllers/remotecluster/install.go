@@ -76,7 +76,7 @@ func (r *Reconciler) install(ctx context.Context, rc *v1alpha1.RemoteCluster, cf
 				return err
 			}
 			if err := r.owned(rc.Name, func() error {
-				return remote.Patch(ctx, obj, client.Apply, client.FieldOwner(FieldManager), client.ForceOwnership) //nolint:staticcheck // unstructured apply of a copied object
+				return remote.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner(FieldManager), client.ForceOwnership)
 			}); err != nil {
 				return fmt.Errorf("apply CRD %s: %w", k.CRD, err)
 			}

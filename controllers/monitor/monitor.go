@@ -1,0 +1,102 @@
+package monitor
+
+import (
+	"context"
+	"strings"
+
+	"go.uber.org/fx"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	"github.com/clustershard/clustershard/controllers/replication"
+	"github.com/clustershard/clustershard/registry"
+)
+
+// Params are what the monitor takes from its remote fx app.
+type Params struct {
+	fx.In
+
+	Manager     manager.Manager
+	Remote      client.Client
+	Manage      client.Client `name:"manage-client"`
+	ClusterName string        `name:"cluster-name"`
+}
+
+// Module returns the remote module that runs one monitor per replicated kind.
+// identity is this replica's name, stamped on copies it re-creates.
+func Module(kinds []replication.Kind, identity string) fx.Option {
+	return fx.Module("monitor", fx.Invoke(func(p Params) error {
+		for _, k := range kinds {
+			ours := predicate.NewPredicateFuncs(func(o client.Object) bool {
+				l := o.GetLabels()
+				return l[replication.ControlledByLabel] == replication.ControlledByValue && l[replication.ClusterLabel] == p.ClusterName
+			})
+			r := &Reconciler{Kind: k, Remote: p.Remote, Manage: p.Manage, Cluster: p.ClusterName, Identity: identity}
+			err := ctrl.NewControllerManagedBy(p.Manager).
+				Named(registry.ControllerName(p.ClusterName, "monitor-"+strings.ToLower(k.GVK.Kind))).
+				For(k.New(), builder.WithPredicates(ours)).
+				Complete(r)
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+}
+
+// Reconciler mirrors one kind's copies in one remote cluster.
+type Reconciler struct {
+	// Kind is the replicated kind.
+	Kind replication.Kind
+	// Remote is the remote cluster's client; Manage the management cluster's.
+	Remote, Manage client.Client
+	// Cluster is the remote cluster's name.
+	Cluster string
+	// Identity is this replica's name.
+	Identity string
+}
+
+// Reconcile mirrors a copy's status to its source, or repairs the copy.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	src := r.Kind.New()
+	srcErr := r.Manage.Get(ctx, req.NamespacedName, src)
+	if srcErr != nil && !apierrors.IsNotFound(srcErr) {
+		return ctrl.Result{}, srcErr
+	}
+	srcLives := srcErr == nil && src.GetDeletionTimestamp().IsZero() && r.Kind.Cluster(src) == r.Cluster
+
+	cp := r.Kind.New()
+	if err := r.Remote.Get(ctx, req.NamespacedName, cp); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, err
+		}
+		if srcLives {
+			// Deleted by hand while its source lives: put it back.
+			return ctrl.Result{}, r.Remote.Apply(ctx, client.ApplyConfigurationFromUnstructured(r.Kind.Copy(src, r.Cluster, r.Identity)),
+				client.FieldOwner(replication.CopyFieldManager), client.ForceOwnership)
+		}
+		return ctrl.Result{}, nil
+	}
+	if apierrors.IsNotFound(srcErr) || (srcErr == nil && r.Kind.Cluster(src) != r.Cluster && src.GetAnnotations()[replication.ReplicatedToAnnotation] != r.Cluster) {
+		// The source is gone (or was never this cluster's): an orphan.
+		return ctrl.Result{}, client.IgnoreNotFound(r.Remote.Delete(ctx, cp))
+	}
+	if !srcLives {
+		return ctrl.Result{}, nil // the source is being deleted: replicate removes the copy
+	}
+	status, found, _ := unstructured.NestedMap(cp.Object, "status")
+	if !found {
+		return ctrl.Result{}, nil
+	}
+	apply := &unstructured.Unstructured{Object: map[string]any{"status": status}}
+	apply.SetGroupVersionKind(r.Kind.GVK)
+	apply.SetNamespace(src.GetNamespace())
+	apply.SetName(src.GetName())
+	return ctrl.Result{}, r.Manage.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(apply),
+		client.FieldOwner(replication.MonitorFieldManager), client.ForceOwnership)
+}

@@ -1,0 +1,247 @@
+package replicate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"github.com/clustershard/clustershard/api/v1alpha1"
+	"github.com/clustershard/clustershard/controllers/replication"
+	"github.com/clustershard/clustershard/registry"
+)
+
+// ControllerName is the base name of the per-kind controllers.
+const ControllerName = "replicate"
+
+// Condition reasons on sources.
+const (
+	ReasonSynced          = "Synced"
+	ReasonClusterNotFound = "ClusterNotFound"
+	ReasonClusterNotReady = "ClusterNotReady"
+	ReasonSyncFailed      = "SyncFailed"
+	ReasonDeleting        = "DeletingRemoteCopy"
+)
+
+// Ownership is what the controller needs from the shard coordinator.
+type Ownership interface {
+	// Owns reports whether this replica owns the cluster now.
+	Owns(cluster string) bool
+	// WithOwnership runs f while this replica owns the cluster.
+	WithOwnership(cluster string, f func() error) error
+	// Assigned reports whether the ring assigns the name to this replica;
+	// used to pick the one replica that reports an unknown cluster.
+	Assigned(cluster string) bool
+}
+
+// Reconciler replicates the sources of one kind.
+type Reconciler struct {
+	// Client is the management cluster's client.
+	Client client.Client
+	// Registry runs the remote managers.
+	Registry *registry.Registry
+	// Ownership is the shard coordinator.
+	Ownership Ownership
+	// Identity is this replica's name, written on remote copies.
+	Identity string
+	// Kind is the replicated kind.
+	Kind replication.Kind
+	// Recorder emits Events on sources.
+	Recorder events.EventRecorder
+}
+
+// Reconcile syncs one source with its remote copy.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	src := r.Kind.New()
+	if err := r.Client.Get(ctx, req.NamespacedName, src); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	cluster := r.Kind.Cluster(src)
+	previous := src.GetAnnotations()[replication.ReplicatedToAnnotation]
+	target := cluster
+	if target == "" {
+		target = previous // the field was cleared: clean up the copy
+	}
+	if target == "" {
+		return ctrl.Result{}, nil // a local object
+	}
+	if !r.Ownership.Owns(target) {
+		return r.unowned(ctx, src, target)
+	}
+	if !src.GetDeletionTimestamp().IsZero() || cluster == "" || (previous != "" && previous != cluster) {
+		// The copy must go: the source is deleted, or now names another cluster.
+		return r.removeCopy(ctx, src, target, cluster)
+	}
+	if err := r.ensureTracked(ctx, src, cluster); err != nil {
+		return ctrl.Result{}, err
+	}
+	info, ok := r.Registry.Get(cluster)
+	if !ok || info.State != registry.StateRunning {
+		state := "not spawned"
+		if ok {
+			state = string(info.State)
+		}
+		return ctrl.Result{}, r.report(ctx, src, cluster, false, ReasonClusterNotReady, fmt.Sprintf("remote cluster %q is %s here; retrying", cluster, state))
+	}
+	desired := r.Kind.Copy(src, cluster, r.Identity)
+	err := r.Registry.WithClient(cluster, func(c client.Client) error {
+		if err := ensureNamespace(ctx, c, desired.GetNamespace()); err != nil {
+			return err
+		}
+		return c.Apply(ctx, client.ApplyConfigurationFromUnstructured(desired), client.FieldOwner(replication.CopyFieldManager), client.ForceOwnership)
+	})
+	if err != nil {
+		return ctrl.Result{}, r.report(ctx, src, cluster, false, ReasonSyncFailed, fmt.Sprintf("apply the copy in %q: %v", cluster, err))
+	}
+	return ctrl.Result{}, r.report(ctx, src, cluster, true, ReasonSynced, "copy applied in "+cluster+" by "+r.Identity)
+}
+
+// unowned handles a source whose cluster this replica does not own: the
+// owner handles it; only the ring's choice reports an unknown cluster.
+func (r *Reconciler) unowned(ctx context.Context, src *unstructured.Unstructured, cluster string) (ctrl.Result, error) {
+	if !r.Ownership.Assigned(cluster) {
+		return ctrl.Result{}, nil
+	}
+	var rc v1alpha1.RemoteCluster
+	err := r.Client.Get(ctx, client.ObjectKey{Name: cluster}, &rc)
+	if !apierrors.IsNotFound(err) {
+		return ctrl.Result{}, client.IgnoreNotFound(err) // it exists: its owner will sync once it holds it
+	}
+	if !src.GetDeletionTimestamp().IsZero() && controllerutil.ContainsFinalizer(src, replication.Finalizer) &&
+		src.GetAnnotations()[replication.ReleaseAnnotation] == "true" {
+		return ctrl.Result{}, r.dropFinalizer(ctx, src)
+	}
+	msg := fmt.Sprintf("RemoteCluster %q does not exist; create it, fix spec, or set annotation %s=true to release a deleted source", cluster, replication.ReleaseAnnotation)
+	if _, err := replication.SetRemoteSynced(ctx, r.Client, src, false, ReasonClusterNotFound, msg); err != nil {
+		return ctrl.Result{}, err
+	}
+	r.event(src, corev1.EventTypeWarning, ReasonClusterNotFound, msg)
+	return ctrl.Result{RequeueAfter: 30 * time.Second}, nil
+}
+
+// ensureTracked puts the finalizer and the replicated-to annotation on the source.
+func (r *Reconciler) ensureTracked(ctx context.Context, src *unstructured.Unstructured, cluster string) error {
+	if controllerutil.ContainsFinalizer(src, replication.Finalizer) && src.GetAnnotations()[replication.ReplicatedToAnnotation] == cluster {
+		return nil
+	}
+	before := src.DeepCopy()
+	controllerutil.AddFinalizer(src, replication.Finalizer)
+	ann := src.GetAnnotations()
+	if ann == nil {
+		ann = map[string]string{}
+	}
+	ann[replication.ReplicatedToAnnotation] = cluster
+	src.SetAnnotations(ann)
+	return r.Ownership.WithOwnership(cluster, func() error {
+		return r.Client.Patch(ctx, src, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
+	})
+}
+
+// removeCopy deletes the copy in target and waits for it to be gone, then
+// releases the source (finalizer, annotation).
+func (r *Reconciler) removeCopy(ctx context.Context, src *unstructured.Unstructured, target, now string) (ctrl.Result, error) {
+	gone := false
+	err := r.Registry.WithClient(target, func(c client.Client) error {
+		cp := r.Kind.New()
+		err := c.Get(ctx, client.ObjectKeyFromObject(src), cp)
+		if apierrors.IsNotFound(err) {
+			gone = true
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if cp.GetLabels()[replication.ClusterLabel] != target {
+			gone = true // not our copy
+			return nil
+		}
+		if cp.GetDeletionTimestamp().IsZero() {
+			return client.IgnoreNotFound(c.Delete(ctx, cp, client.PropagationPolicy(metav1.DeletePropagationForeground)))
+		}
+		return nil
+	})
+	if err != nil {
+		if src.GetAnnotations()[replication.ReleaseAnnotation] == "true" {
+			return ctrl.Result{}, r.dropFinalizer(ctx, src)
+		}
+		return ctrl.Result{}, r.report(ctx, src, target, false, ReasonClusterNotReady, fmt.Sprintf("cannot delete the copy in %q: %v", target, err))
+	}
+	if !gone {
+		// Remote finalizers run first; check again shortly.
+		return ctrl.Result{RequeueAfter: 500 * time.Millisecond}, nil
+	}
+	if now != "" && src.GetDeletionTimestamp().IsZero() {
+		// Moved to another cluster: forget the old one; the new owner copies it.
+		before := src.DeepCopy()
+		ann := src.GetAnnotations()
+		delete(ann, replication.ReplicatedToAnnotation)
+		src.SetAnnotations(ann)
+		return ctrl.Result{}, r.Ownership.WithOwnership(target, func() error {
+			return r.Client.Patch(ctx, src, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
+		})
+	}
+	return ctrl.Result{}, r.dropFinalizer(ctx, src)
+}
+
+// dropFinalizer removes only this controller's finalizer (and the annotation).
+func (r *Reconciler) dropFinalizer(ctx context.Context, src *unstructured.Unstructured) error {
+	before := src.DeepCopy()
+	controllerutil.RemoveFinalizer(src, replication.Finalizer)
+	ann := src.GetAnnotations()
+	delete(ann, replication.ReplicatedToAnnotation)
+	src.SetAnnotations(ann)
+	return client.IgnoreNotFound(r.Client.Patch(ctx, src, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})))
+}
+
+// report sets RemoteSynced (under ownership) and, on failure, emits a
+// Warning event and returns an error so the workqueue backs off.
+func (r *Reconciler) report(ctx context.Context, src *unstructured.Unstructured, cluster string, ok bool, reason, msg string) error {
+	var wrote bool
+	err := r.Ownership.WithOwnership(cluster, func() error {
+		var err error
+		wrote, err = replication.SetRemoteSynced(ctx, r.Client, src, ok, reason, msg)
+		return err
+	})
+	if ok {
+		return err
+	}
+	if wrote {
+		r.event(src, corev1.EventTypeWarning, reason, msg)
+	}
+	return errors.Join(errors.New(msg), err)
+}
+
+func (r *Reconciler) event(obj *unstructured.Unstructured, typ, reason, msg string) {
+	if r.Recorder != nil {
+		r.Recorder.Eventf(obj, nil, typ, reason, "Replicate", "%s", msg)
+	}
+}
+
+func ensureNamespace(ctx context.Context, c client.Client, ns string) error {
+	if ns == "" {
+		return nil
+	}
+	err := c.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{})
+	if apierrors.IsNotFound(err) {
+		err = c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+		if apierrors.IsAlreadyExists(err) {
+			return nil
+		}
+	}
+	return err
+}
+
+// name returns the controller name of a kind.
+func name(k replication.Kind) string {
+	return ControllerName + "-" + strings.ToLower(k.GVK.Kind) + "." + k.GVK.Group
+}
