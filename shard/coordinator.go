@@ -106,6 +106,13 @@ func (c *Coordinator) Assigned(name string) bool {
 	return c.ring != nil && c.ring.Owner(name) == c.o.Identity
 }
 
+// joined returns when the current membership epoch began.
+func (c *Coordinator) joined() time.Time {
+	c.member.mu.Lock()
+	defer c.member.mu.Unlock()
+	return c.member.since
+}
+
 // Kick asks for a prompt re-evaluation (on a Lease or RemoteCluster change).
 func (c *Coordinator) Kick() {
 	select {
@@ -114,7 +121,8 @@ func (c *Coordinator) Kick() {
 	}
 }
 
-// OwnershipWrites returns how many API writes ownership has cost so far.
+// OwnershipWrites returns how many API writes (attempts, successful or not)
+// ownership has cost so far.
 func (c *Coordinator) OwnershipWrites() int64 { return c.writes.Load() }
 
 func (c *Coordinator) countWrite(verb, resource string) {
@@ -323,7 +331,10 @@ func (c *Coordinator) step(ctx context.Context) {
 			c.handOver(ctx, n, !exists[n])
 		}
 	}
-	if !valid || selfLeaving {
+	if !valid || selfLeaving || time.Since(c.joined()) < c.o.RetryPeriod {
+		// Take nothing in the first retry period of membership: replicas
+		// starting together see each other first instead of one of them
+		// grabbing every cluster and handing most of them over again.
 		return
 	}
 	// Clusters assigned to us: acquire the free ones.

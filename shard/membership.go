@@ -28,6 +28,7 @@ type membership struct {
 	mu         sync.Mutex
 	validUntil time.Time
 	epoch      uint64
+	since      time.Time // start of the current epoch
 
 	// pause, when set by tests, blocks the renew path inside the lock: a
 	// frozen replica as seen by the API server.
@@ -49,6 +50,7 @@ func (m *membership) renewed(sent time.Time) {
 	lapsed := !m.validUntil.IsZero() && sent.After(m.validUntil)
 	if lapsed || m.validUntil.IsZero() {
 		m.epoch++
+		m.since = sent
 	}
 	m.validUntil = sent.Add(m.o.RenewDeadline)
 	m.mu.Unlock()

@@ -36,7 +36,7 @@ func TestCopy(t *testing.T) {
 		"apiVersion": "example.clustershard.io/v1alpha1", "kind": "ExampleChaos",
 		"metadata": map[string]any{
 			"namespace": "ns", "name": "n", "uid": "u-1", "resourceVersion": "7",
-			"finalizers": []any{"clustershard.io/replicate"},
+			"finalizers":  []any{"clustershard.io/replicate"},
 			"labels":      map[string]any{"app": "x", "clustershard.io/other": "y"},
 			"annotations": map[string]any{"note": "keep", "clustershard.io/replicated-to": "east"},
 		},

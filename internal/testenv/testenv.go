@@ -11,12 +11,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
+
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	examplev1alpha1 "github.com/clustershard/clustershard/api/example/v1alpha1"
@@ -122,6 +125,9 @@ func RESTConfigFromKubeConfig(kubeconfig []byte) (*rest.Config, error) {
 // in *env, runs the tests and stops everything, also on SIGINT or SIGTERM. It
 // returns the exit code for os.Exit.
 func Run(m *testing.M, opts Options, env **Env) int {
+	if !opts.Verbose {
+		ctrl.SetLogger(logr.Discard())
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	e, err := Start(ctx, opts)
 	cancel()

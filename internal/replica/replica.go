@@ -1,0 +1,200 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/go-logr/logr"
+	"go.uber.org/fx"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/clustershard/clustershard/api/v1alpha1"
+	"github.com/clustershard/clustershard/controllers/monitor"
+	"github.com/clustershard/clustershard/controllers/remotecluster"
+	"github.com/clustershard/clustershard/controllers/replicate"
+	"github.com/clustershard/clustershard/controllers/replication"
+	"github.com/clustershard/clustershard/internal/kubeconfig"
+	"github.com/clustershard/clustershard/registry"
+	"github.com/clustershard/clustershard/shard"
+)
+
+// Options configure a replica.
+type Options struct {
+	// Identity is the replica's name.
+	Identity string
+	// Namespace holds the Leases.
+	Namespace string
+	// Scheme must know the built-in kinds and the clustershard API.
+	Scheme *runtime.Scheme
+	// Kinds are the replicated kinds.
+	Kinds []replication.Kind
+	// KubeConfig shapes remote rest.Configs (exec permission, QPS, timeout).
+	KubeConfig kubeconfig.Options
+	// Shard times the ownership protocol (Identity, Namespace and clients
+	// are filled in).
+	Shard shard.Options
+	// ProbeInterval, ProbeTimeout and ProbeFailureThreshold configure remote health.
+	ProbeInterval         time.Duration
+	ProbeTimeout          time.Duration
+	ProbeFailureThreshold int
+	// MetricsBindAddress and HealthProbeBindAddress: "0" disables them.
+	MetricsBindAddress     string
+	HealthProbeBindAddress string
+	// ShutdownTimeout bounds the hand-over on shutdown (default 30s).
+	ShutdownTimeout time.Duration
+	// RemoteModules are extra remote modules (the monitor is always added).
+	RemoteModules []fx.Option
+	// Logger is the root logger.
+	Logger logr.Logger
+}
+
+// Replica is one assembled replica.
+type Replica struct {
+	// Manager is the management cluster's manager.
+	Manager manager.Manager
+	// Coordinator is the shard coordinator.
+	Coordinator *shard.Coordinator
+	// Registry holds the remote managers.
+	Registry *registry.Registry
+
+	opts     Options
+	notifier *remotecluster.Notifier
+}
+
+// New assembles a replica against the management cluster behind cfg.
+func New(ctx context.Context, cfg *rest.Config, o Options) (*Replica, error) {
+	if o.ShutdownTimeout == 0 {
+		o.ShutdownTimeout = 30 * time.Second
+	}
+	grace := o.ShutdownTimeout + 10*time.Second
+	mgr, err := ctrl.NewManager(cfg, manager.Options{
+		Scheme:                  o.Scheme,
+		Logger:                  o.Logger,
+		Metrics:                 metricsserver.Options{BindAddress: o.MetricsBindAddress},
+		HealthProbeBindAddress:  o.HealthProbeBindAddress,
+		LeaderElection:          false,
+		GracefulShutdownTimeout: &grace,
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
+			&coordinationv1.Lease{}: {Namespaces: map[string]cache.Config{o.Namespace: {}}},
+		}},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("management manager: %w", err)
+	}
+	direct, err := client.New(cfg, client.Options{Scheme: o.Scheme})
+	if err != nil {
+		return nil, err
+	}
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	rp := &Replica{Manager: mgr, opts: o, notifier: &remotecluster.Notifier{}}
+
+	so := o.Shard
+	so.Identity, so.Namespace, so.Client, so.Reader, so.Kube = o.Identity, o.Namespace, direct, mgr.GetClient(), kube
+	so.Handler = rp.notifier
+	so.Logger = o.Logger.WithName("shard")
+	so.Clusters = func() ([]string, error) {
+		var list v1alpha1.RemoteClusterList
+		if err := mgr.GetClient().List(context.Background(), &list); err != nil {
+			return nil, err
+		}
+		names := make([]string, 0, len(list.Items))
+		for _, rc := range list.Items {
+			names = append(names, rc.Name)
+		}
+		return names, nil
+	}
+	if rp.Coordinator, err = shard.New(so); err != nil {
+		return nil, err
+	}
+	rp.Registry, err = registry.New(ctx, registry.Options{
+		ManageClient:          mgr.GetClient(),
+		Scheme:                o.Scheme,
+		RemoteModules:         append([]fx.Option{monitor.Module(o.Kinds, o.Identity)}, o.RemoteModules...),
+		Logger:                o.Logger.WithName("registry"),
+		QPS:                   o.KubeConfig.QPS,
+		Burst:                 o.KubeConfig.Burst,
+		ProbeInterval:         o.ProbeInterval,
+		ProbeTimeout:          o.ProbeTimeout,
+		ProbeFailureThreshold: o.ProbeFailureThreshold,
+		Fence:                 rp.Coordinator,
+		OnEvent:               rp.notifier.RegistryEvent,
+	})
+	if err != nil {
+		return nil, err
+	}
+	rp.notifier.Registry = rp.Registry
+
+	rec := &remotecluster.Reconciler{
+		Client: mgr.GetClient(), Scheme: o.Scheme, Registry: rp.Registry, Ownership: rp.Coordinator,
+		Identity: o.Identity, Recorder: mgr.GetEventRecorder("clustershard-remotecluster"),
+		KubeConfig: o.KubeConfig, Kinds: o.Kinds, ProbeTimeout: o.ProbeTimeout,
+	}
+	if err := rec.SetupWithManager(ctx, mgr, rp.notifier.Subscribe()); err != nil {
+		return nil, err
+	}
+	for _, k := range o.Kinds {
+		r := &replicate.Reconciler{
+			Client: mgr.GetClient(), Registry: rp.Registry, Ownership: rp.Coordinator, Identity: o.Identity,
+			Kind: k, Recorder: mgr.GetEventRecorder("clustershard-replicate"),
+		}
+		if err := r.SetupWithManager(ctx, mgr, rp.notifier.Subscribe()); err != nil {
+			return nil, fmt.Errorf("replicate %s: %w", k.GVK, err)
+		}
+	}
+	if err := mgr.Add(rp); err != nil {
+		return nil, err
+	}
+	if err := mgr.AddReadyzCheck("membership", func(*http.Request) error {
+		if !rp.Coordinator.Ready() {
+			return errors.New("membership not held yet")
+		}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	return rp, nil
+}
+
+// Start runs the coordinator once the caches have synced (it is a manager
+// runnable); on shutdown it hands every cluster over before returning.
+func (rp *Replica) Start(ctx context.Context) error {
+	// Lease and RemoteCluster changes wake the coordinator at once.
+	for _, obj := range []client.Object{&coordinationv1.Lease{}, &v1alpha1.RemoteCluster{}} {
+		inf, err := rp.Manager.GetCache().GetInformer(ctx, obj)
+		if err != nil {
+			return err
+		}
+		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+			AddFunc:    func(any) { rp.Coordinator.Kick() },
+			UpdateFunc: func(any, any) { rp.Coordinator.Kick() },
+			DeleteFunc: func(any) { rp.Coordinator.Kick() },
+		}); err != nil {
+			return err
+		}
+	}
+	err := rp.Coordinator.Run(ctx, rp.opts.ShutdownTimeout)
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	return errors.Join(err, rp.Registry.Close(cctx))
+}
+
+// NeedLeaderElection is false: every replica runs its coordinator.
+func (rp *Replica) NeedLeaderElection() bool { return false }
+
+// Run runs the replica until ctx ends, then hands over and stops.
+func (rp *Replica) Run(ctx context.Context) error { return rp.Manager.Start(ctx) }
