@@ -123,7 +123,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	r.ownedStatus(&rc)
 	if !equality.Semantic.DeepEqual(before.Status, rc.Status) {
 		if perr := r.owned(rc.Name, func() error {
-			return r.Client.Status().Patch(ctx, &rc, client.MergeFrom(before))
+			// Optimistic lock: a status computed from a stale cache must not
+			// replace newer conditions (a merge patch replaces the whole list).
+			return r.Client.Status().Patch(ctx, &rc, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
 		}); perr != nil {
 			err = errors.Join(err, fmt.Errorf("update status: %w", perr))
 		}

@@ -166,7 +166,7 @@ func (r *Reconciler) removeCopy(ctx context.Context, src *unstructured.Unstructu
 			return nil
 		}
 		if cp.GetDeletionTimestamp().IsZero() {
-			return client.IgnoreNotFound(c.Delete(ctx, cp, client.PropagationPolicy(metav1.DeletePropagationForeground)))
+			return client.IgnoreNotFound(c.Delete(ctx, cp))
 		}
 		return nil
 	})

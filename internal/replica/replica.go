@@ -17,6 +17,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -58,6 +59,9 @@ type Options struct {
 	RemoteModules []fx.Option
 	// Logger is the root logger.
 	Logger logr.Logger
+	// SeveralPerProcess lets tests run several replicas in one process by
+	// skipping controller-runtime's process-wide controller-name check.
+	SeveralPerProcess bool
 }
 
 // Replica is one assembled replica.
@@ -86,6 +90,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (*Replica, error) {
 		HealthProbeBindAddress:  o.HealthProbeBindAddress,
 		LeaderElection:          false,
 		GracefulShutdownTimeout: &grace,
+		Controller:              config.Controller{SkipNameValidation: &o.SeveralPerProcess},
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
 			&coordinationv1.Lease{}: {Namespaces: map[string]cache.Config{o.Namespace: {}}},
 		}},
