@@ -78,7 +78,9 @@ func (r *running) stop() {
 	}
 	r.cancel()
 	r.cancel = nil
-	<-r.done
+	if err := <-r.done; err != nil {
+		panic("replica did not stop cleanly: " + err.Error())
+	}
 }
 
 // remoteCluster creates a RemoteCluster for remote i with its own Secret.
