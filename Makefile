@@ -19,7 +19,7 @@ KUBE_LDFLAGS := -s -w \
 	-X k8s.io/component-base/version.gitTreeState=clean
 
 # Packages whose tests also run under the race detector in `make test`.
-RACE_PKGS := ./registry/... ./shard/...
+RACE_PKGS := ./registry/... ./shard/... ./internal/replica/...
 TEST_TIMEOUT ?= 18m
 
 .PHONY: help

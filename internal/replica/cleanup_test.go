@@ -1,0 +1,97 @@
+package replica_test
+
+import (
+	"testing"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	examplev1alpha1 "github.com/clustershard/clustershard/api/example/v1alpha1"
+	"github.com/clustershard/clustershard/api/v1alpha1"
+	"github.com/clustershard/clustershard/controllers/remotecluster"
+	"github.com/clustershard/clustershard/controllers/replicate"
+	"github.com/clustershard/clustershard/controllers/replication"
+)
+
+// Deleting a RemoteCluster with cleanupPolicy Delete stops its manager,
+// removes what was installed, and removes only clustershard's finalizer.
+func TestRemoteClusterDeletionCleansUp(t *testing.T) {
+	ctx := t.Context()
+	r := startReplica(t, "cleaner")
+	rc := remoteCluster(t, "doomed", 1)
+	waitReady(t, "doomed", 60*time.Second)
+	if err := env.Client.Get(ctx, client.ObjectKey{Name: "doomed"}, rc); err != nil {
+		t.Fatal(err)
+	}
+	rc.Spec.Install.CleanupPolicy = v1alpha1.CleanupDelete
+	controllerutil.AddFinalizer(rc, "example.com/keep-me")
+	if err := env.Client.Update(ctx, rc); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Delete(ctx, rc); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "clustershard's finalizer removed", func() bool {
+		var got v1alpha1.RemoteCluster
+		if err := env.Client.Get(ctx, client.ObjectKey{Name: "doomed"}, &got); err != nil {
+			return false
+		}
+		return !controllerutil.ContainsFinalizer(&got, remotecluster.Finalizer) && controllerutil.ContainsFinalizer(&got, "example.com/keep-me")
+	})
+	if _, ok := r.Registry.Get("doomed"); ok {
+		t.Fatal("the deleted cluster's manager still runs")
+	}
+	err := env.RemoteClients[1].Get(ctx, client.ObjectKey{Name: exampleKind.CRD}, &apiextensionsv1.CustomResourceDefinition{})
+	if !apierrors.IsNotFound(err) {
+		// Deletion of a CRD is asynchronous: accept one being deleted.
+		var crd apiextensionsv1.CustomResourceDefinition
+		if env.RemoteClients[1].Get(ctx, client.ObjectKey{Name: exampleKind.CRD}, &crd) == nil && crd.DeletionTimestamp.IsZero() {
+			t.Fatal("the installed CRD was not removed")
+		}
+	}
+	// Let the object go for the next tests.
+	var got v1alpha1.RemoteCluster
+	if err := env.Client.Get(ctx, client.ObjectKey{Name: "doomed"}, &got); err == nil {
+		controllerutil.RemoveFinalizer(&got, "example.com/keep-me")
+		_ = env.Client.Update(ctx, &got)
+	}
+}
+
+// A source naming an unknown cluster gets RemoteSynced=False ClusterNotFound
+// (from the one replica the ring picks); a copy whose source is gone is
+// deleted by the monitor.
+func TestUnknownClusterAndOrphans(t *testing.T) {
+	ctx := t.Context()
+	startReplica(t, "lonely")
+	remoteCluster(t, "known", 0)
+	waitReady(t, "known", 60*time.Second)
+	ensureNamespace(t, env.Client, "unknown")
+	if err := env.Client.Create(ctx, source("unknown", "lost", "no-such-cluster")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "ClusterNotFound", func() bool {
+		var s examplev1alpha1.ExampleChaos
+		if env.Client.Get(ctx, client.ObjectKey{Namespace: "unknown", Name: "lost"}, &s) != nil {
+			return false
+		}
+		c := meta.FindStatusCondition(s.Status.Conditions, replication.ConditionRemoteSynced)
+		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == replicate.ReasonClusterNotFound
+	})
+
+	// An orphan: a labelled copy in the remote with no source.
+	ensureNamespace(t, env.RemoteClients[0], "unknown")
+	orphan := source("unknown", "orphan", "")
+	orphan.Labels = map[string]string{replication.ControlledByLabel: replication.ControlledByValue, replication.ClusterLabel: "known"}
+	if err := env.RemoteClients[0].Create(ctx, orphan); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "orphan copy deleted", func() bool {
+		_, err := copyOf(t, 0, "unknown", "orphan")
+		return apierrors.IsNotFound(err)
+	})
+}
