@@ -95,3 +95,40 @@ func TestUnknownClusterAndOrphans(t *testing.T) {
 		return apierrors.IsNotFound(err)
 	})
 }
+
+// A source whose remote cluster is gone for good stays in deletion until an
+// operator sets the release annotation.
+func TestReleaseAnnotation(t *testing.T) {
+	ctx := t.Context()
+	startReplica(t, "releaser")
+	remoteCluster(t, "ephemeral", 0)
+	waitReady(t, "ephemeral", 60*time.Second)
+	ensureNamespace(t, env.Client, "release")
+	if err := env.Client.Create(ctx, source("release", "stuck", "ephemeral")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "copy", func() bool {
+		_, err := copyOf(t, 0, "release", "stuck")
+		return err == nil
+	})
+	deleteCluster(t, "ephemeral")
+	eventually(t, 30*time.Second, "RemoteCluster gone", func() bool {
+		return apierrors.IsNotFound(env.Client.Get(ctx, client.ObjectKey{Name: "ephemeral"}, &v1alpha1.RemoteCluster{}))
+	})
+	key := client.ObjectKey{Namespace: "release", Name: "stuck"}
+	if err := env.Client.Delete(ctx, &examplev1alpha1.ExampleChaos{ObjectMeta: metav1.ObjectMeta{Namespace: "release", Name: "stuck"}}); err != nil {
+		t.Fatal(err)
+	}
+	var s examplev1alpha1.ExampleChaos
+	if err := env.Client.Get(ctx, key, &s); err != nil || s.DeletionTimestamp.IsZero() {
+		t.Fatalf("the source was released without the annotation (err=%v)", err)
+	}
+	before := s.DeepCopy()
+	s.Annotations[replication.ReleaseAnnotation] = "true"
+	if err := env.Client.Patch(ctx, &s, client.MergeFrom(before)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "released source gone", func() bool {
+		return apierrors.IsNotFound(env.Client.Get(ctx, key, &examplev1alpha1.ExampleChaos{}))
+	})
+}

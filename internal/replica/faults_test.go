@@ -248,4 +248,25 @@ func TestTwoReplicasWriteOnlyWhatTheyOwn(t *testing.T) {
 			return true
 		})
 	}
+
+	// Hand-over: "left" shuts down; "right" re-spawns its clusters (not gated
+	// on observedGeneration) and keeps syncing them.
+	a.stop()
+	for i, n := range names {
+		eventually(t, 30*time.Second, n+" owned and Ready on right", func() bool {
+			var rc v1alpha1.RemoteCluster
+			if env.Client.Get(ctx, client.ObjectKey{Name: n}, &rc) != nil {
+				return false
+			}
+			ready := meta.IsStatusConditionTrue(rc.Status.Conditions, v1alpha1.ConditionReady)
+			return rc.Status.Owner == "right" && ready && rc.Status.LastHandoverTime != nil
+		})
+		if err := env.Client.Create(ctx, source("two-"+n, "after-handover", n)); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 30*time.Second, "sync after hand-over for "+n, func() bool {
+			c, err := copyOf(t, i%2, "two-"+n, "after-handover")
+			return err == nil && c.Annotations[replication.WrittenByAnnotation] == "right"
+		})
+	}
 }
