@@ -102,8 +102,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	ctx = log.IntoContext(ctx, log.FromContext(ctx).WithValues("remoteCluster", klog.KObj(&rc)))
 	if !r.Ownership.Owns(rc.Name) {
-		// Another replica owns it (or nobody yet); re-enqueued when acquired.
-		return ctrl.Result{}, nil
+		// Another replica owns it (or nobody yet). The coordinator re-enqueues
+		// it when acquired; the slow resync covers a missed notification.
+		return ctrl.Result{RequeueAfter: r.resync()}, nil
 	}
 	if !rc.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, r.finalize(ctx, &rc)
