@@ -81,8 +81,10 @@ lint: ## Run gofmt, go vet and golangci-lint.
 	$(GOLANGCI_LINT) run ./...
 
 .PHONY: demo
-demo: controlplane ## Start a local control plane with 3 replicas and show ownership moving.
-	@echo "make demo is not implemented yet (issue 6)"; exit 1
+DEMO_ARGS ?=
+demo: controlplane ## Start a local control plane with 3 replicas and show ownership moving (Ctrl-C to stop).
+	@echo ">> building bin/clustershard"; go build -o $(BIN)/clustershard ./cmd/clustershard
+	$(BIN)/clustershard demo $(DEMO_ARGS)
 
 .PHONY: e2e
 e2e: controlplane ## Long drills against real replica processes.

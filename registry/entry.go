@@ -112,6 +112,15 @@ func (e *entry) stop(ctx context.Context, remove func()) error {
 	e.stopOnce.Do(func() {
 		e.setState(StateStopping, nil)
 		e.gate.close()
+		// controller-runtime leaks a goroutine per event handler whose
+		// informer never synced (multi_namespace_cache.go, handler
+		// registrations). Give a manager that just started up to a second
+		// to finish its initial sync before it is cancelled.
+		if e.mgr != nil {
+			syncCtx, cancel := context.WithTimeout(ctx, time.Second)
+			e.mgr.GetCache().WaitForCacheSync(syncCtx)
+			cancel()
+		}
 		errs := []error{}
 		if err := e.app.Stop(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("stop remote app: %w", err))

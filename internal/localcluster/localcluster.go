@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
@@ -22,8 +23,9 @@ type Options struct {
 	Remotes int
 	// BinDir holds kube-apiserver and etcd; empty means FindBinDir.
 	BinDir string
-	// CRDDirs are installed into the management cluster.
+	// CRDDirs and CRDs are installed into the management cluster.
 	CRDDirs []string
+	CRDs    []*apiextensionsv1.CustomResourceDefinition
 	// RemoteCRDDirs are installed into every remote cluster (usually none:
 	// the controllers install what spec.install asks for).
 	RemoteCRDDirs []string
@@ -77,6 +79,7 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, retErr error) {
 	cp.env = &envtest.Environment{
 		BinaryAssetsDirectory:    opts.BinDir,
 		CRDDirectoryPaths:        opts.CRDDirs,
+		CRDs:                     opts.CRDs,
 		ErrorIfCRDPathMissing:    true,
 		ControlPlaneStartTimeout: opts.StartTimeout,
 		ControlPlaneStopTimeout:  30 * time.Second,

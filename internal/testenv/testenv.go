@@ -13,18 +13,14 @@ import (
 
 	"github.com/go-logr/logr"
 
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	examplev1alpha1 "github.com/clustershard/clustershard/api/example/v1alpha1"
-	"github.com/clustershard/clustershard/api/v1alpha1"
 	"github.com/clustershard/clustershard/internal/localcluster"
+	"github.com/clustershard/clustershard/internal/scheme"
 )
 
 // ControllerNamespace is where the harness writes the remotes' kubeconfig Secrets.
@@ -51,16 +47,8 @@ type Env struct {
 	RemoteClients []client.Client
 }
 
-// NewScheme returns a scheme with the built-in kinds, apiextensions, the
-// clustershard API and the example kind.
-func NewScheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(s))
-	utilruntime.Must(apiextensionsv1.AddToScheme(s))
-	utilruntime.Must(v1alpha1.AddToScheme(s))
-	utilruntime.Must(examplev1alpha1.AddToScheme(s))
-	return s
-}
+// NewScheme returns the scheme of package scheme.
+func NewScheme() *runtime.Scheme { return scheme.New() }
 
 // SecretName is the name of the kubeconfig Secret the harness writes for a remote.
 func SecretName(remote string) string { return remote + "-kubeconfig" }

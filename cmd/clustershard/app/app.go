@@ -1,0 +1,174 @@
+// Package app holds the clustershard command: flags, validation and the
+// wiring of its subcommands; main only calls Main.
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/yaml"
+
+	"github.com/clustershard/clustershard/internal/demo"
+	"github.com/clustershard/clustershard/internal/kubeconfig"
+	"github.com/clustershard/clustershard/internal/replica"
+	"github.com/clustershard/clustershard/internal/scheme"
+	"github.com/clustershard/clustershard/internal/status"
+	"github.com/clustershard/clustershard/shard"
+)
+
+// Main runs the command with args and returns the exit code.
+func Main(args []string) int {
+	cmd := newRoot()
+	cmd.SetArgs(args)
+	if err := cmd.Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "clustershard:", err)
+		return 1
+	}
+	return 0
+}
+
+func newRoot() *cobra.Command {
+	o := &options{}
+	run := &cobra.Command{
+		Use:   "run",
+		Short: "Run one replica: shard coordinator, registry of remote managers, controllers",
+		Args:  cobra.NoArgs,
+		RunE:  func(cmd *cobra.Command, _ []string) error { return o.run(cmd.Context()) },
+	}
+	o.addCommon(run.Flags())
+	o.addRun(run.Flags())
+
+	so := &options{}
+	var output string
+	st := &cobra.Command{
+		Use:   "status",
+		Short: "Print which replica owns which RemoteCluster",
+		Args:  cobra.NoArgs,
+		RunE:  func(cmd *cobra.Command, _ []string) error { return so.status(cmd.Context(), output) },
+	}
+	so.addCommon(st.Flags())
+	st.Flags().StringVarP(&output, "output", "o", "table", "Output format: table, json or yaml.")
+
+	var d demo.Options
+	dm := &cobra.Command{
+		Use:   "demo",
+		Short: "Start a local control plane with remote clusters and replicas, and show ownership moving",
+		Args:  cobra.NoArgs,
+		RunE:  func(cmd *cobra.Command, _ []string) error { return demo.Run(cmd.Context(), d) },
+	}
+	d.AddFlags(dm.Flags())
+
+	root := &cobra.Command{
+		Use:           "clustershard",
+		Short:         "Manage a fleet of remote clusters from one management cluster, sharded across replicas",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Args:          cobra.NoArgs,
+		// `clustershard` alone is `clustershard run`.
+		RunE: run.RunE,
+	}
+	o.addCommon(root.Flags())
+	o.addRun(root.Flags())
+	root.AddCommand(run, st, dm)
+	return root
+}
+
+// signalContext is cancelled on SIGINT or SIGTERM.
+func signalContext(parent context.Context) (context.Context, context.CancelFunc) {
+	if parent == nil {
+		parent = context.Background()
+	}
+	return signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
+}
+
+func (o *options) restConfig() (*rest.Config, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = o.kubeconfig
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("management cluster kubeconfig: %w", err)
+	}
+	cfg.QPS, cfg.Burst = 50, 100
+	return cfg, nil
+}
+
+func (o *options) run(ctx context.Context) error {
+	if err := o.validateRun(); err != nil {
+		return err
+	}
+	log := zap.New(zap.UseFlagOptions(&o.zap)).WithValues("replica", o.replicaID)
+	ctrl.SetLogger(log)
+	cfg, err := o.restConfig()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := signalContext(ctx)
+	defer cancel()
+	rp, err := replica.New(ctx, cfg, replica.Options{
+		Identity: o.replicaID, Namespace: o.namespace, Scheme: scheme.New(), Kinds: o.parsedKinds,
+		KubeConfig: kubeconfig.Options{AllowExec: o.allowExec, QPS: o.clientQPS, Burst: o.clientBurst, Timeout: o.remoteTimeout},
+		Shard: shard.Options{
+			LeaseDuration: o.leaseDuration, RenewDeadline: o.renewDeadline, RetryPeriod: o.retryPeriod,
+			StopTimeout: o.stopTimeout, MovesPerSecond: o.movesPerSecond,
+			Ring: shard.RingOptions{VNodes: o.ringVNodes, LoadFactor: o.ringLoadFactor},
+		},
+		ProbeInterval: o.probeInterval, ProbeTimeout: o.probeTimeout, ProbeFailureThreshold: o.probeFailures,
+		MetricsBindAddress: o.metricsAddr, HealthProbeBindAddress: o.probeAddr,
+		ShutdownTimeout: o.shutdownTimeout, Logger: log,
+	})
+	if err != nil {
+		return err
+	}
+	log.Info("Starting replica", "namespace", o.namespace, "kinds", o.kinds)
+	if err := rp.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	log.Info("Replica stopped")
+	return nil
+}
+
+func (o *options) status(ctx context.Context, output string) error {
+	if err := o.validateCommon(); err != nil {
+		return err
+	}
+	if output != "table" && output != "json" && output != "yaml" {
+		return fmt.Errorf("--output %q: want table, json or yaml", output)
+	}
+	cfg, err := o.restConfig()
+	if err != nil {
+		return err
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme.New()})
+	if err != nil {
+		return err
+	}
+	rep, err := status.Collect(ctx, c, o.namespace, o.parsedKinds)
+	if err != nil {
+		return err
+	}
+	switch output {
+	case "json":
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	case "yaml":
+		b, err := yaml.Marshal(rep)
+		if err != nil {
+			return err
+		}
+		_, err = os.Stdout.Write(b)
+		return err
+	}
+	return rep.WriteTable(os.Stdout)
+}

@@ -1,0 +1,126 @@
+package app
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/pflag"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/clustershard/clustershard/controllers/replication"
+)
+
+// DefaultKind is the replicated kind used when none is configured: the example kind.
+const DefaultKind = "ExampleChaos.v1alpha1.example.clustershard.io/examplechaos"
+
+// options are the flags shared by the subcommands.
+type options struct {
+	kubeconfig string
+	namespace  string
+	kinds      []string
+
+	replicaID       string
+	leaseDuration   time.Duration
+	renewDeadline   time.Duration
+	retryPeriod     time.Duration
+	shutdownTimeout time.Duration
+	stopTimeout     time.Duration
+	movesPerSecond  float64
+	ringVNodes      int
+	ringLoadFactor  float64
+	clientQPS       float32
+	clientBurst     int
+	remoteTimeout   time.Duration
+	allowExec       bool
+	probeInterval   time.Duration
+	probeTimeout    time.Duration
+	probeFailures   int
+	metricsAddr     string
+	probeAddr       string
+	zap             zap.Options
+	parsedKinds     []replication.Kind
+}
+
+func defaultNamespace() string {
+	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
+		return ns
+	}
+	return "clustershard-system"
+}
+
+// addCommon registers the flags every subcommand needs.
+func (o *options) addCommon(fs *pflag.FlagSet) {
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "Kubeconfig of the management cluster (default: in-cluster, then $KUBECONFIG, then ~/.kube/config).")
+	fs.StringVar(&o.namespace, "namespace", defaultNamespace(), "Namespace of the Leases (default $POD_NAMESPACE or clustershard-system).")
+	fs.StringSliceVar(&o.kinds, "replicate-kind", []string{DefaultKind}, "Replicated kind as Kind.version.group[/plural][:field.path]; repeatable.")
+}
+
+// addRun registers the flags of `run`.
+func (o *options) addRun(fs *pflag.FlagSet) {
+	fs.StringVar(&o.replicaID, "replica-id", os.Getenv("POD_NAME"), "This replica's identity (default $POD_NAME).")
+	fs.DurationVar(&o.leaseDuration, "lease-duration", 15*time.Second, "Membership Lease duration.")
+	fs.DurationVar(&o.renewDeadline, "renew-deadline", 10*time.Second, "Membership renew deadline; ownership is fenced past it.")
+	fs.DurationVar(&o.retryPeriod, "retry-period", 2*time.Second, "Membership renew period.")
+	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "Bound of the hand-over on SIGTERM; keep it below terminationGracePeriodSeconds.")
+	fs.DurationVar(&o.stopTimeout, "stop-timeout", 10*time.Second, "Bound of one remote manager's stop on hand-over.")
+	fs.Float64Var(&o.movesPerSecond, "moves-per-second", 10, "Rate limit of hand-overs while rebalancing.")
+	fs.IntVar(&o.ringVNodes, "ring-vnodes", 256, "Virtual nodes per replica on the ring.")
+	fs.Float64Var(&o.ringLoadFactor, "ring-load-factor", 1.25, "Bounded-load factor (> 1), or 0 for plain consistent hashing.")
+	fs.Float32Var(&o.clientQPS, "remote-qps", 20, "QPS of each remote cluster's client.")
+	fs.IntVar(&o.clientBurst, "remote-burst", 40, "Burst of each remote cluster's client.")
+	fs.DurationVar(&o.remoteTimeout, "remote-timeout", 30*time.Second, "Timeout of each remote request.")
+	fs.BoolVar(&o.allowExec, "allow-exec-kubeconfig", false, "Allow exec and auth-provider credentials in remote kubeconfigs (they run commands inside the controller).")
+	fs.DurationVar(&o.probeInterval, "probe-interval", 10*time.Second, "How often each remote API server is probed.")
+	fs.DurationVar(&o.probeTimeout, "probe-timeout", 5*time.Second, "Timeout of one probe.")
+	fs.IntVar(&o.probeFailures, "probe-failures", 3, "Failed probes in a row before Connected=False.")
+	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Metrics endpoint address; 0 disables it.")
+	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "healthz/readyz address; 0 disables it.")
+	gfs := flag.NewFlagSet("zap", flag.ContinueOnError)
+	o.zap.BindFlags(gfs)
+	fs.AddGoFlagSet(gfs)
+}
+
+// validateCommon checks the shared flags.
+func (o *options) validateCommon() error {
+	var errs []error
+	if o.namespace == "" {
+		errs = append(errs, errors.New("--namespace must not be empty"))
+	}
+	o.parsedKinds = nil
+	for _, k := range o.kinds {
+		pk, err := replication.ParseKind(k)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		o.parsedKinds = append(o.parsedKinds, pk)
+	}
+	return errors.Join(errs...)
+}
+
+// validateRun checks the flags of `run`.
+func (o *options) validateRun() error {
+	errs := []error{o.validateCommon()}
+	if o.replicaID == "" {
+		errs = append(errs, errors.New("--replica-id is required (or set $POD_NAME)"))
+	}
+	if len(o.replicaID) > 63 {
+		errs = append(errs, fmt.Errorf("--replica-id %q is longer than 63 characters", o.replicaID))
+	}
+	if o.leaseDuration <= o.renewDeadline || o.renewDeadline <= o.retryPeriod || o.retryPeriod <= 0 {
+		errs = append(errs, fmt.Errorf("need --lease-duration (%v) > --renew-deadline (%v) > --retry-period (%v) > 0", o.leaseDuration, o.renewDeadline, o.retryPeriod))
+	}
+	if o.ringLoadFactor != 0 && o.ringLoadFactor <= 1 {
+		errs = append(errs, fmt.Errorf("--ring-load-factor %v must be 0 or greater than 1", o.ringLoadFactor))
+	}
+	if o.ringVNodes <= 0 || o.movesPerSecond <= 0 || o.clientQPS <= 0 || o.clientBurst <= 0 || o.probeFailures <= 0 {
+		errs = append(errs, errors.New("--ring-vnodes, --moves-per-second, --remote-qps, --remote-burst and --probe-failures must be positive"))
+	}
+	if o.probeInterval <= 0 || o.probeTimeout <= 0 || o.stopTimeout <= 0 || o.shutdownTimeout <= 0 || o.remoteTimeout <= 0 {
+		errs = append(errs, errors.New("durations must be positive"))
+	}
+	return errors.Join(errs...)
+}
