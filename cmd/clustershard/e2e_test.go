@@ -1,0 +1,232 @@
+package main_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	examplev1alpha1 "github.com/clustershard/clustershard/api/example/v1alpha1"
+	"github.com/clustershard/clustershard/api/v1alpha1"
+	"github.com/clustershard/clustershard/internal/localcluster"
+	"github.com/clustershard/clustershard/internal/status"
+	"github.com/clustershard/clustershard/internal/testenv"
+	"github.com/clustershard/clustershard/shard"
+)
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) {
+	os.Exit(testenv.Run(m, testenv.Options{Remotes: 2}, &env))
+}
+
+const (
+	ns            = testenv.ControllerNamespace
+	leaseDuration = 4 * time.Second
+)
+
+type proc struct {
+	cmd    *exec.Cmd
+	exited chan struct{}
+}
+
+func build(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "clustershard")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func start(t *testing.T, bin, kubeconfig, id string) *proc {
+	t.Helper()
+	logf, err := os.Create(filepath.Join(t.TempDir(), id+".log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "run", "--kubeconfig", kubeconfig, "--namespace", ns, "--replica-id", id,
+		"--lease-duration", leaseDuration.String(), "--renew-deadline", "3s", "--retry-period", "500ms",
+		"--probe-interval", "1s", "--shutdown-timeout", "15s", "--metrics-bind-address", "0", "--health-probe-bind-address", "0")
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &proc{cmd: cmd, exited: make(chan struct{})}
+	go func() { _ = cmd.Wait(); _ = logf.Close(); close(p.exited) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		<-p.exited
+		if t.Failed() {
+			b, _ := os.ReadFile(logf.Name())
+			if len(b) > 4000 {
+				b = b[len(b)-4000:]
+			}
+			t.Logf("%s log tail:\n%s", id, b)
+		}
+	})
+	return p
+}
+
+func holders(t *testing.T) map[string]string {
+	var list coordinationv1.LeaseList
+	if err := env.Client.List(context.Background(), &list, client.InNamespace(ns), client.MatchingLabels{shard.RoleLabel: "cluster"}); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, l := range list.Items {
+		if l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "" {
+			out[l.Annotations[shard.ClusterAnnotation]] = *l.Spec.HolderIdentity
+		}
+	}
+	return out
+}
+
+func poll(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	if err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, timeout, true, func(context.Context) (bool, error) { return cond(), nil }); err != nil {
+		t.Fatalf("timed out after %v waiting for %s", timeout, what)
+	}
+}
+
+// Three replica processes of the real binary against a real management API
+// server and two remotes: every cluster owned once; SIGTERM moves a
+// replica's clusters within 2 s each; SIGKILL within the lease duration + 5 s;
+// objects keep syncing.
+func TestReplicaProcesses(t *testing.T) {
+	ctx := t.Context()
+	bin := build(t)
+	kc := filepath.Join(t.TempDir(), "management.kubeconfig")
+	if err := os.WriteFile(kc, env.Management.KubeConfig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var clusters []string
+	for i := range 12 {
+		name := fmt.Sprintf("proc-%02d", i)
+		clusters = append(clusters, name)
+		if err := localcluster.WriteKubeConfigSecret(ctx, env.Client, ns, name, "kubeconfig", env.Remotes[i%2].KubeConfig); err != nil {
+			t.Fatal(err)
+		}
+		rc := &v1alpha1.RemoteCluster{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1alpha1.RemoteClusterSpec{
+			KubeConfig: v1alpha1.KubeConfigSource{SecretRef: v1alpha1.SecretKeyReference{Namespace: ns, Name: name, Key: "kubeconfig"}},
+		}}
+		if err := env.Client.Create(ctx, rc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "procs"}}); err != nil {
+		t.Fatal(err)
+	}
+	procs := map[string]*proc{}
+	for i := range 3 {
+		id := "p-" + strconv.Itoa(i)
+		procs[id] = start(t, bin, kc, id)
+	}
+	allReady := func() bool {
+		r, err := status.Collect(ctx, env.Client, ns, nil)
+		if err != nil || r.Unowned != 0 || len(r.Clusters) != len(clusters) {
+			return false
+		}
+		for _, c := range r.Clusters {
+			if c.Ready != "True" {
+				return false
+			}
+		}
+		return true
+	}
+	poll(t, 90*time.Second, "every cluster owned and Ready", allReady)
+
+	// `clustershard status -o json` shows exactly one owner per cluster.
+	out, err := exec.Command(bin, "status", "--kubeconfig", kc, "--namespace", ns, "-o", "json").Output()
+	if err != nil {
+		t.Fatalf("status: %v", err)
+	}
+	var rep status.Report
+	if err := json.NewDecoder(bytes.NewReader(out)).Decode(&rep); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range rep.Clusters {
+		if c.Owner == "" {
+			t.Fatalf("%s has no owner in `clustershard status`", c.Name)
+		}
+	}
+
+	// SIGTERM: graceful hand-over.
+	moved := func(from string) []string {
+		var out []string
+		for c, h := range holders(t) {
+			if h == from {
+				out = append(out, c)
+			}
+		}
+		return out
+	}
+	termed := moved("p-0")
+	sent := time.Now()
+	if err := procs["p-0"].cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, 2*time.Second, "SIGTERM hand-over of p-0's clusters", func() bool {
+		h := holders(t)
+		for _, c := range termed {
+			if h[c] == "" || h[c] == "p-0" {
+				return false
+			}
+		}
+		return true
+	})
+	t.Logf("SIGTERM: %d clusters handed over in %v", len(termed), time.Since(sent).Round(10*time.Millisecond))
+	select {
+	case <-procs["p-0"].exited:
+	case <-time.After(20 * time.Second):
+		t.Fatal("p-0 did not exit after SIGTERM")
+	}
+
+	// SIGKILL: taken over after the lease duration.
+	killed := moved("p-1")
+	sent = time.Now()
+	if err := procs["p-1"].cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, leaseDuration+5*time.Second, "take-over of p-1's clusters", func() bool {
+		h := holders(t)
+		for _, c := range killed {
+			if h[c] != "p-2" {
+				return false
+			}
+		}
+		return true
+	})
+	t.Logf("SIGKILL: %d clusters taken over in %v (lease %v)", len(killed), time.Since(sent).Round(10*time.Millisecond), leaseDuration)
+
+	// Objects keep syncing on the survivor.
+	poll(t, 60*time.Second, "every cluster Ready on p-2", allReady)
+	for i, c := range clusters {
+		obj := &examplev1alpha1.ExampleChaos{ObjectMeta: metav1.ObjectMeta{Namespace: "procs", Name: c}, Spec: examplev1alpha1.ExampleChaosSpec{RemoteCluster: c}}
+		if err := env.Client.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+		poll(t, 30*time.Second, "copy of "+c, func() bool {
+			return env.RemoteClients[i%2].Get(ctx, client.ObjectKeyFromObject(obj), &examplev1alpha1.ExampleChaos{}) == nil
+		})
+		// One object per remote suffices to show both remotes sync.
+		if i == 1 {
+			break
+		}
+	}
+}
