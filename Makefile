@@ -52,6 +52,7 @@ generate: ## Generate deepcopy code with controller-gen.
 manifests: ## Generate CRDs and RBAC with controller-gen.
 	$(CONTROLLER_GEN) crd paths=./api/v1alpha1/... output:crd:dir=deploy/crds
 	$(CONTROLLER_GEN) crd paths=./api/example/... output:crd:dir=deploy/examples/crds
+	$(CONTROLLER_GEN) rbac:roleName=clustershard paths=./controllers/... paths=./shard/... output:rbac:dir=deploy/rbac
 
 .PHONY: verify
 verify: ## Fail when generated files are stale or go.mod is untidy.

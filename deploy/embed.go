@@ -6,6 +6,7 @@ import (
 	"embed"
 	"fmt"
 	"io/fs"
+	"path"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"sigs.k8s.io/yaml"
@@ -27,6 +28,9 @@ func CRDs(examples bool) ([]*apiextensionsv1.CustomResourceDefinition, error) {
 			return nil, err
 		}
 		for _, n := range names {
+			if path.Base(n) == "kustomization.yaml" {
+				continue
+			}
 			data, err := files.ReadFile(n)
 			if err != nil {
 				return nil, err

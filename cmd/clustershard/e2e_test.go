@@ -60,6 +60,7 @@ func start(t *testing.T, bin, kubeconfig, id string) *proc {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(bin, "run", "--kubeconfig", kubeconfig, "--namespace", ns, "--replica-id", id,
+		"--replicate-kind", "ExampleChaos.v1alpha1.example.clustershard.io/examplechaos",
 		"--lease-duration", leaseDuration.String(), "--renew-deadline", "3s", "--retry-period", "500ms",
 		"--probe-interval", "1s", "--shutdown-timeout", "15s", "--metrics-bind-address", "0", "--health-probe-bind-address", "0")
 	cmd.Stdout, cmd.Stderr = logf, logf

@@ -13,8 +13,8 @@ import (
 	"github.com/clustershard/clustershard/controllers/replication"
 )
 
-// DefaultKind is the replicated kind used when none is configured: the example kind.
-const DefaultKind = "ExampleChaos.v1alpha1.example.clustershard.io/examplechaos"
+// ExampleKind is the example replicated kind used by the demo and the tests.
+const ExampleKind = "ExampleChaos.v1alpha1.example.clustershard.io/examplechaos"
 
 // options are the flags shared by the subcommands.
 type options struct {
@@ -55,7 +55,7 @@ func defaultNamespace() string {
 func (o *options) addCommon(fs *pflag.FlagSet) {
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "Kubeconfig of the management cluster (default: in-cluster, then $KUBECONFIG, then ~/.kube/config).")
 	fs.StringVar(&o.namespace, "namespace", defaultNamespace(), "Namespace of the Leases (default $POD_NAMESPACE or clustershard-system).")
-	fs.StringSliceVar(&o.kinds, "replicate-kind", []string{DefaultKind}, "Replicated kind as Kind.version.group[/plural][:field.path]; repeatable.")
+	fs.StringSliceVar(&o.kinds, "replicate-kind", nil, "Replicated kind as Kind.version.group[/plural][:field.path], e.g. "+ExampleKind+"; repeatable. Its CRD must exist in the management cluster, and the RBAC rules for it must be granted.")
 }
 
 // addRun registers the flags of `run`.

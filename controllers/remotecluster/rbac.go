@@ -1,0 +1,12 @@
+package remotecluster
+
+// RBAC of the management side, generated into deploy/rbac by `make manifests`.
+// Secrets are read-only; CRDs are only read (they are copied into remote
+// clusters with the remote cluster's own credentials).
+//
+// +kubebuilder:rbac:groups=clustershard.io,resources=remoteclusters,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=clustershard.io,resources=remoteclusters/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=clustershard.io,resources=remoteclusters/finalizers,verbs=update
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
