@@ -227,16 +227,16 @@ func (r *Reconciler) event(obj *unstructured.Unstructured, typ, reason, msg stri
 	}
 }
 
+// ensureNamespace creates the copy's namespace if needed. It only creates:
+// reading would make the remote manager's cache watch every namespace (memory,
+// and list/watch rights the remote RBAC does not need to grant).
 func ensureNamespace(ctx context.Context, c client.Client, ns string) error {
 	if ns == "" {
 		return nil
 	}
-	err := c.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{})
-	if apierrors.IsNotFound(err) {
-		err = c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
-		if apierrors.IsAlreadyExists(err) {
-			return nil
-		}
+	err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	if apierrors.IsAlreadyExists(err) {
+		return nil
 	}
 	return err
 }

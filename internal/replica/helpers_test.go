@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
@@ -161,3 +163,5 @@ func copyOf(t *testing.T, remote int, ns, name string) (*examplev1alpha1.Example
 }
 
 func objName(prefix string, i int) string { return fmt.Sprintf("%s-%03d", prefix, i) }
+
+func testenvConfig(kubeconfig []byte) (*rest.Config, error) { return clientcmd.RESTConfigFromKubeConfig(kubeconfig) }
