@@ -164,4 +164,6 @@ func copyOf(t *testing.T, remote int, ns, name string) (*examplev1alpha1.Example
 
 func objName(prefix string, i int) string { return fmt.Sprintf("%s-%03d", prefix, i) }
 
-func testenvConfig(kubeconfig []byte) (*rest.Config, error) { return clientcmd.RESTConfigFromKubeConfig(kubeconfig) }
+func testenvConfig(kubeconfig []byte) (*rest.Config, error) {
+	return clientcmd.RESTConfigFromKubeConfig(kubeconfig)
+}
