@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -164,12 +165,17 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (*Replica, error) {
 	if err := mgr.Add(rp); err != nil {
 		return nil, err
 	}
+	// Ready once membership is held: the coordinator runs only after the
+	// manager's caches have synced, so this implies synced caches too.
 	if err := mgr.AddReadyzCheck("membership", func(*http.Request) error {
 		if !rp.Coordinator.Ready() {
-			return errors.New("membership not held yet")
+			return errors.New("caches not synced or membership not held yet")
 		}
 		return nil
 	}); err != nil {
+		return nil, err
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return nil, err
 	}
 	return rp, nil
