@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -53,7 +55,7 @@ func build(t *testing.T) string {
 	return bin
 }
 
-func start(t *testing.T, bin, kubeconfig, id string) *proc {
+func start(t *testing.T, bin, kubeconfig, id string, extra ...string) *proc {
 	t.Helper()
 	logf, err := os.Create(filepath.Join(t.TempDir(), id+".log"))
 	if err != nil {
@@ -62,7 +64,11 @@ func start(t *testing.T, bin, kubeconfig, id string) *proc {
 	cmd := exec.Command(bin, "run", "--kubeconfig", kubeconfig, "--namespace", ns, "--replica-id", id,
 		"--replicate-kind", "ExampleChaos.v1alpha1.example.clustershard.io/examplechaos",
 		"--lease-duration", leaseDuration.String(), "--renew-deadline", "3s", "--retry-period", "500ms",
-		"--probe-interval", "1s", "--shutdown-timeout", "15s", "--metrics-bind-address", "0", "--health-probe-bind-address", "0")
+		"--probe-interval", "1s", "--shutdown-timeout", "15s", "--metrics-bind-address", "0")
+	if len(extra) == 0 {
+		extra = []string{"--health-probe-bind-address", "0"}
+	}
+	cmd.Args = append(cmd.Args, extra...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -134,10 +140,12 @@ func TestReplicaProcesses(t *testing.T) {
 		t.Fatal(err)
 	}
 	procs := map[string]*proc{}
-	for i := range 3 {
+	for i := range 2 {
 		id := "p-" + strconv.Itoa(i)
 		procs[id] = start(t, bin, kc, id)
 	}
+	probes := freeAddr(t)
+	procs["p-2"] = start(t, bin, kc, "p-2", "--health-probe-bind-address", probes)
 	allReady := func() bool {
 		r, err := status.Collect(ctx, env.Client, ns, nil)
 		if err != nil || r.Unowned != 0 || len(r.Clusters) != len(clusters) {
@@ -151,6 +159,16 @@ func TestReplicaProcesses(t *testing.T) {
 		return true
 	}
 	poll(t, 90*time.Second, "every cluster owned and Ready", allReady)
+	for _, path := range []string{"/healthz", "/readyz"} {
+		poll(t, 10*time.Second, path, func() bool {
+			resp, err := http.Get("http://" + probes + path)
+			if err != nil {
+				return false
+			}
+			_ = resp.Body.Close()
+			return resp.StatusCode == http.StatusOK
+		})
+	}
 
 	// `clustershard status -o json` shows exactly one owner per cluster.
 	out, err := exec.Command(bin, "status", "--kubeconfig", kc, "--namespace", ns, "-o", "json").Output()
@@ -230,4 +248,15 @@ func TestReplicaProcesses(t *testing.T) {
 			break
 		}
 	}
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	_ = l.Close()
+	return addr
 }
