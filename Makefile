@@ -53,6 +53,8 @@ manifests: ## Generate CRDs and RBAC with controller-gen.
 	$(CONTROLLER_GEN) crd paths=./api/v1alpha1/... output:crd:dir=deploy/crds
 	$(CONTROLLER_GEN) crd paths=./api/example/... output:crd:dir=deploy/examples/crds
 	$(CONTROLLER_GEN) rbac:roleName=clustershard paths=./controllers/... paths=./shard/... output:rbac:dir=deploy/rbac
+	cp deploy/crds/clustershard.io_remoteclusters.yaml deploy/helm/clustershard/crds/
+	cp deploy/rbac/role.yaml deploy/helm/clustershard/files/role.yaml
 
 .PHONY: verify
 verify: ## Fail when generated files are stale or go.mod is untidy.
