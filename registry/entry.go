@@ -12,6 +12,8 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/clustershard/clustershard/internal/metrics"
 )
 
 // entry is one remote cluster: its fx app, manager, gate and health.
@@ -48,6 +50,12 @@ func (e *entry) setState(s State, err error) {
 		return // a stopping entry only moves on to Stopped
 	}
 	changed := e.state != s
+	if changed {
+		metrics.RemoteManagers.WithLabelValues(string(e.state)).Dec()
+		if s != StateStopped {
+			metrics.RemoteManagers.WithLabelValues(string(s)).Inc()
+		}
+	}
 	e.state = s
 	e.info.State, e.info.Err = s, err
 	if changed {

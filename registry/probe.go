@@ -9,6 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
+
+	"github.com/clustershard/clustershard/internal/metrics"
 )
 
 // prober checks a remote API server's /version.
@@ -58,6 +60,10 @@ func (e *entry) probeLoop(p *prober, interval time.Duration, threshold int) {
 		ver, latency, err := p.probe(e.gate.ctx)
 		if e.gate.ctx.Err() != nil {
 			return
+		}
+		metrics.RemoteProbeDuration.Observe(latency.Seconds())
+		if err != nil {
+			metrics.RemoteProbeFailures.Inc()
 		}
 		e.mu.Lock()
 		e.info.ProbeLatency = latency

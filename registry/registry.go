@@ -10,6 +10,8 @@ import (
 
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/clustershard/clustershard/internal/metrics"
 )
 
 // Registry holds the remote managers of this replica, one per remote cluster
@@ -76,10 +78,12 @@ func (r *Registry) Spawn(name string, cfg *rest.Config, opts ...SpawnOption) err
 	}
 	r.entries[name] = e
 	r.mu.Unlock()
+	metrics.RemoteManagers.WithLabelValues(string(StateStarting)).Inc()
 
 	if err := r.start(e); err != nil {
 		e.gate.close()
 		r.remove(e)
+		metrics.RemoteManagers.WithLabelValues(string(StateStarting)).Dec()
 		close(e.startDone)
 		return fmt.Errorf("spawn remote cluster %q: %w", name, err)
 	}

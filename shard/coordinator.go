@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/clustershard/clustershard/internal/metrics"
 )
 
 type phase int
@@ -47,6 +49,8 @@ type Coordinator struct {
 	kick   chan struct{}
 	writes atomic.Int64
 
+	wanted map[string]time.Time // step goroutine only: when a cluster was first seen assigned here
+
 	mu       sync.Mutex
 	clusters map[string]*cluster
 	leaving  bool
@@ -68,6 +72,7 @@ func New(o Options) (*Coordinator, error) {
 		limit:    rate.NewLimiter(rate.Limit(o.MovesPerSecond), max(1, int(o.MovesPerSecond))),
 		kick:     make(chan struct{}, 1),
 		clusters: map[string]*cluster{},
+		wanted:   map[string]time.Time{},
 	}
 	c.member = &membership{o: &c.o, onLapse: c.Kick, writes: func(verb string) { c.countWrite(verb, "membership") }}
 	c.o.Logger = c.log
@@ -127,7 +132,7 @@ func (c *Coordinator) OwnershipWrites() int64 { return c.writes.Load() }
 
 func (c *Coordinator) countWrite(verb, resource string) {
 	c.writes.Add(1)
-	ownershipWrites.WithLabelValues(verb, resource).Inc()
+	metrics.OwnershipWrites.WithLabelValues(verb, resource).Inc()
 }
 
 // Ready reports whether the coordinator holds its membership and has made
@@ -292,6 +297,19 @@ func (c *Coordinator) step(ctx context.Context) {
 	if valid && !selfLeaving {
 		ringMembers = append(ringMembers, c.o.Identity)
 	}
+	metrics.RingMembers.Set(float64(len(ringMembers)))
+	if valid {
+		metrics.Fenced.Set(0)
+	} else {
+		metrics.Fenced.Set(1)
+	}
+	unowned := 0
+	for _, n := range names {
+		if h := holderOf(leases[ClusterLeaseName(n)]); h == "" || !live[h] {
+			unowned++
+		}
+	}
+	metrics.UnownedClusters.Set(float64(unowned))
 	ring, err := NewRing(ringMembers, c.o.Ring)
 	if err != nil {
 		c.log.Error(err, "Invalid ring options")
@@ -338,25 +356,35 @@ func (c *Coordinator) step(ctx context.Context) {
 		return
 	}
 	// Clusters assigned to us: acquire the free ones.
+	owned := 0
 	for _, n := range names {
 		if assign[n] != c.o.Identity {
+			delete(c.wanted, n)
 			continue
+		}
+		if _, ok := c.wanted[n]; !ok {
+			c.wanted[n] = now
 		}
 		c.mu.Lock()
 		st := c.clusters[n]
 		busy := st != nil && st.phase != phaseFree
 		c.mu.Unlock()
 		if busy {
+			owned++
 			continue
 		}
 		lease := leases[ClusterLeaseName(n)]
 		if !c.free(ctx, lease, live, now) {
 			continue
 		}
-		if err := c.acquire(ctx, n, lease, epoch); err != nil {
+		if err := c.acquire(ctx, n, lease, epoch, c.wanted[n]); err != nil {
 			c.log.V(1).Info("Cluster Lease not acquired", "cluster", n, "reason", err.Error())
+			continue
 		}
+		delete(c.wanted, n)
+		owned++
 	}
+	metrics.OwnedClusters.Set(float64(owned))
 }
 
 func holderOf(l *coordinationv1.Lease) string {
@@ -416,7 +444,7 @@ func (c *Coordinator) free(ctx context.Context, l *coordinationv1.Lease, live ma
 
 // acquire takes the cluster Lease (create, or update on the version read) and
 // then spawns (rule 2: spawn after acquire).
-func (c *Coordinator) acquire(ctx context.Context, name string, l *coordinationv1.Lease, epoch uint64) error {
+func (c *Coordinator) acquire(ctx context.Context, name string, l *coordinationv1.Lease, epoch uint64, assigned time.Time) error {
 	now := metav1.NewMicroTime(time.Now())
 	var err error
 	if l == nil {
@@ -458,11 +486,15 @@ func (c *Coordinator) acquire(ctx context.Context, name string, l *coordinationv
 	c.clusters[name] = st
 	c.mu.Unlock()
 	c.log.Info("Cluster acquired", "cluster", name)
+	metrics.LeaseTransitions.WithLabelValues("acquired").Inc()
 	go func() {
 		st.ops.Lock()
 		defer st.ops.Unlock()
 		if c.Owns(name) {
 			c.o.Handler.Acquired(ctx, name)
+			if !assigned.IsZero() {
+				metrics.HandoverDuration.Observe(time.Since(assigned).Seconds())
+			}
 		}
 	}()
 	return nil
@@ -475,6 +507,7 @@ func (c *Coordinator) lose(ctx context.Context, name, reason string) {
 		return
 	}
 	c.log.Info("Cluster lost", "cluster", name, "reason", reason)
+	metrics.LeaseTransitions.WithLabelValues("lost").Inc()
 	go func() {
 		st.ops.Lock()
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.o.StopTimeout)
@@ -509,8 +542,10 @@ func (c *Coordinator) handOver(ctx context.Context, name string, deleted bool) <
 		if err != nil {
 			c.log.Error(err, "Remote manager did not stop in time: leaving the Lease to expire", "cluster", name)
 			c.releaseLease(wctx, name, true, false)
+			metrics.LeaseTransitions.WithLabelValues("abandoned").Inc()
 		} else {
 			c.releaseLease(wctx, name, false, deleted)
+			metrics.LeaseTransitions.WithLabelValues("released").Inc()
 		}
 		c.done(name, st)
 	}()

@@ -8,6 +8,9 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/clustershard/clustershard/internal/metrics"
 	"github.com/clustershard/clustershard/shard"
 )
 
@@ -218,12 +222,20 @@ func TestOwnershipAcrossJoinLeaveAndCrash(t *testing.T) {
 			lost = append(lost, c)
 		}
 	}
+	acquiredBefore := testutil.ToFloat64(metrics.LeaseTransitions.WithLabelValues("acquired"))
+	handoversBefore := histogramCount(t, metrics.HandoverDuration)
 	in[crashed].cleanup = in[crashed].c.Crash()
 	crashAt := time.Now()
 	tr.stopAll(crashed)
 	want = expected(t, []string{"replica-2"}, clusters)
 	settled(t, tr, ns, want, in, leaseDuration+5*time.Second)
 	t.Logf("crash: %d clusters taken over %v after the crash (lease duration %v)", len(lost), time.Since(crashAt), leaseDuration)
+	// The take-over shows in the metrics: one acquisition and one hand-over
+	// observation per moved cluster.
+	if d := testutil.ToFloat64(metrics.LeaseTransitions.WithLabelValues("acquired")) - acquiredBefore; int(d) < len(lost) {
+		t.Fatalf("acquisitions counted: %v, want ≥ %d", d, len(lost))
+	}
+	eventuallyTrue(t, func() bool { return histogramCount(t, metrics.HandoverDuration)-handoversBefore >= uint64(len(lost)) }, "hand-over observations")
 
 	// Join: a new replica takes only the clusters the ring moves to it.
 	before := want
@@ -321,4 +333,20 @@ func firstOf(m map[string]string, owner string) string {
 		}
 	}
 	return ""
+}
+
+func histogramCount(t *testing.T, h prometheus.Histogram) uint64 {
+	t.Helper()
+	var m dto.Metric
+	if err := h.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetHistogram().GetSampleCount()
+}
+
+func eventuallyTrue(t *testing.T, cond func() bool, what string) {
+	t.Helper()
+	if err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) { return cond(), nil }); err != nil {
+		t.Fatalf("timed out waiting for %s", what)
+	}
 }

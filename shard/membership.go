@@ -7,6 +7,8 @@ import (
 
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+
+	"github.com/clustershard/clustershard/internal/metrics"
 )
 
 // membership holds this replica's membership Lease with a client-go
@@ -143,8 +145,12 @@ func (l *recordingLock) Update(ctx context.Context, ler resourcelock.LeaderElect
 	sent := time.Now()
 	err := l.Interface.Update(ctx, ler)
 	l.m.writes("update")
-	if err == nil && ler.HolderIdentity == l.m.o.Identity {
-		l.m.renewed(sent)
+	if ler.HolderIdentity == l.m.o.Identity {
+		if err == nil {
+			l.m.renewed(sent)
+		} else {
+			metrics.MembershipRenewFailures.Inc()
+		}
 	}
 	return err
 }

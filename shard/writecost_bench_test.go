@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/clustershard/clustershard/internal/metrics"
 	"github.com/clustershard/clustershard/shard"
 )
 
@@ -100,7 +101,7 @@ func benchClustershard(b *testing.B, clusters []string, window time.Duration) fl
 	}()
 
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(shard.Collectors()...)
+	reg.MustRegister(metrics.OwnershipWrites)
 	initial := benchWriteBreakdown(b, reg)
 	start := time.Now()
 	for i := range benchReplicas {

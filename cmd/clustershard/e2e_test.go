@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -144,8 +145,8 @@ func TestReplicaProcesses(t *testing.T) {
 		id := "p-" + strconv.Itoa(i)
 		procs[id] = start(t, bin, kc, id)
 	}
-	probes := freeAddr(t)
-	procs["p-2"] = start(t, bin, kc, "p-2", "--health-probe-bind-address", probes)
+	probes, metricsAddr := freeAddr(t), freeAddr(t)
+	procs["p-2"] = start(t, bin, kc, "p-2", "--health-probe-bind-address", probes, "--metrics-bind-address", metricsAddr)
 	allReady := func() bool {
 		r, err := status.Collect(ctx, env.Client, ns, nil)
 		if err != nil || r.Unowned != 0 || len(r.Clusters) != len(clusters) {
@@ -168,6 +169,21 @@ func TestReplicaProcesses(t *testing.T) {
 			_ = resp.Body.Close()
 			return resp.StatusCode == http.StatusOK
 		})
+	}
+
+	// The replica's /metrics carries the ownership and registry metrics.
+	resp, err := http.Get("http://" + metricsAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	for _, name := range []string{"clustershard_ring_members", "clustershard_owned_clusters", "clustershard_unowned_clusters",
+		"clustershard_fenced", "clustershard_ownership_writes_total", "clustershard_cluster_lease_transitions_total",
+		"clustershard_handover_duration_seconds_bucket", "clustershard_remote_managers", "clustershard_remote_probe_duration_seconds_bucket"} {
+		if !bytes.Contains(body, []byte(name)) {
+			t.Errorf("metric %s missing from /metrics", name)
+		}
 	}
 
 	// `clustershard status -o json` shows exactly one owner per cluster.

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/clustershard/clustershard/api/v1alpha1"
@@ -28,6 +29,7 @@ import (
 	"github.com/clustershard/clustershard/controllers/replicate"
 	"github.com/clustershard/clustershard/controllers/replication"
 	"github.com/clustershard/clustershard/internal/kubeconfig"
+	"github.com/clustershard/clustershard/internal/metrics"
 	"github.com/clustershard/clustershard/registry"
 	"github.com/clustershard/clustershard/shard"
 )
@@ -84,6 +86,9 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (*Replica, error) {
 		o.ShutdownTimeout = 30 * time.Second
 	}
 	grace := o.ShutdownTimeout + 10*time.Second
+	if err := metrics.Register(ctrlmetrics.Registry); err != nil {
+		return nil, fmt.Errorf("register metrics: %w", err)
+	}
 	mgr, err := ctrl.NewManager(cfg, manager.Options{
 		Scheme:                  o.Scheme,
 		Logger:                  o.Logger,
