@@ -155,3 +155,10 @@ func (g *gate) guard(c client.Client) client.Client {
 		},
 	})
 }
+
+// FencedClient wraps c, a client of cluster made outside the registry (for
+// example to install CRDs before a manager exists), so that every write first
+// passes fence and is bounded by its deadline, like the registry's own clients.
+func FencedClient(c client.Client, cluster string, fence Fence) client.Client {
+	return newGate(context.Background(), cluster, fence).guard(c)
+}

@@ -283,3 +283,25 @@ func TestFenceRefusesWrites(t *testing.T) {
 type fenceFunc func(string) (time.Time, error)
 
 func (f fenceFunc) WriteDeadline(c string) (time.Time, error) { return f(c) }
+
+// A client made outside the registry passes the same fence.
+func TestFencedClient(t *testing.T) {
+	ctx := t.Context()
+	var fenced atomic.Bool
+	c := registry.FencedClient(env.RemoteClients[0], "outside", fenceFunc(func(string) (time.Time, error) {
+		if fenced.Load() {
+			return time.Time{}, errors.New("not the owner")
+		}
+		return time.Now().Add(time.Minute), nil
+	}))
+	if err := c.Create(ctx, configMap("default", "fenced-client-ok", nil)); err != nil {
+		t.Fatalf("allowed write: %v", err)
+	}
+	fenced.Store(true)
+	if err := c.Create(ctx, configMap("default", "fenced-client-refused", nil)); !errors.Is(err, registry.ErrFenced) {
+		t.Fatalf("fenced write: want ErrFenced, got %v", err)
+	}
+	if err := c.List(ctx, &corev1.ConfigMapList{}); err != nil {
+		t.Fatalf("reads are not fenced: %v", err)
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/clustershard/clustershard/api/v1alpha1"
+	"github.com/clustershard/clustershard/registry"
 )
 
 // InstalledLabel marks what clustershard installed in a remote cluster.
@@ -60,7 +61,7 @@ func (r *Reconciler) install(ctx context.Context, rc *v1alpha1.RemoteCluster, cf
 		r.setCondition(rc, v1alpha1.ConditionInstalled, true, ReasonNothingToInstall, "spec.install asks for nothing")
 		return nil
 	}
-	remote, err := client.New(cfg, client.Options{Scheme: r.Scheme})
+	remote, err := r.remoteClient(cfg, rc.Name)
 	if err != nil {
 		return fmt.Errorf("client for the remote cluster: %w", err)
 	}
@@ -143,7 +144,7 @@ func (r *Reconciler) uninstall(ctx context.Context, rc *v1alpha1.RemoteCluster) 
 	if err != nil {
 		return err
 	}
-	remote, err := client.New(cfg, client.Options{Scheme: r.Scheme})
+	remote, err := r.remoteClient(cfg, rc.Name)
 	if err != nil {
 		return err
 	}
@@ -163,4 +164,14 @@ func (r *Reconciler) uninstall(ctx context.Context, rc *v1alpha1.RemoteCluster) 
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// remoteClient is a direct client of the remote cluster whose writes pass the
+// ownership fence, bounded by its deadline.
+func (r *Reconciler) remoteClient(cfg *rest.Config, cluster string) (client.Client, error) {
+	c, err := client.New(cfg, client.Options{Scheme: r.Scheme})
+	if err != nil {
+		return nil, err
+	}
+	return registry.FencedClient(c, cluster, r.Ownership), nil
 }

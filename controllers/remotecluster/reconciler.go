@@ -62,6 +62,8 @@ type Ownership interface {
 	WithOwnership(cluster string, f func() error) error
 	// Observed returns the coordinator's last view of holders.
 	Observed() shard.View
+	// WriteDeadline is the fence every remote write passes.
+	WriteDeadline(cluster string) (time.Time, error)
 }
 
 // Reconciler reconciles RemoteClusters owned by this replica.
