@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -58,6 +59,10 @@ type Reconciler struct {
 	Kind replication.Kind
 	// Recorder emits Events on sources.
 	Recorder events.EventRecorder
+
+	// namespaces remembers "cluster/namespace" pairs known to exist
+	// remotely, so a sync does not cost a namespace write every time.
+	namespaces sync.Map
 }
 
 // Reconcile syncs one source with its remote copy.
@@ -94,11 +99,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, r.report(ctx, src, cluster, false, ReasonClusterNotReady, fmt.Sprintf("remote cluster %q is %s here; retrying", cluster, state))
 	}
 	desired := r.Kind.Copy(src, cluster, r.Identity)
+	nsKey := cluster + "/" + desired.GetNamespace()
 	err := r.Registry.WithClient(cluster, func(c client.Client) error {
-		if err := ensureNamespace(ctx, c, desired.GetNamespace()); err != nil {
-			return err
+		if _, known := r.namespaces.Load(nsKey); !known {
+			if err := ensureNamespace(ctx, c, desired.GetNamespace()); err != nil {
+				return err
+			}
+			r.namespaces.Store(nsKey, struct{}{})
 		}
-		return c.Apply(ctx, client.ApplyConfigurationFromUnstructured(desired), client.FieldOwner(replication.CopyFieldManager), client.ForceOwnership)
+		err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(desired), client.FieldOwner(replication.CopyFieldManager), client.ForceOwnership)
+		if apierrors.IsNotFound(err) {
+			r.namespaces.Delete(nsKey) // deleted by hand: create it again next time
+		}
+		return err
 	})
 	if err != nil {
 		return ctrl.Result{}, r.report(ctx, src, cluster, false, ReasonSyncFailed, fmt.Sprintf("apply the copy in %q: %v", cluster, err))
