@@ -1,6 +1,7 @@
 // Package metrics holds every Prometheus collector of clustershard, named
 // clustershard_*, registered explicitly into controller-runtime's metrics
-// registry by Register. Labels are bounded: no per-cluster labels here.
+// registry by Register. Labels are bounded: the only series labelled with a
+// cluster name are those of ClusterSeries, which a user can turn off.
 package metrics
 
 import (
@@ -20,10 +21,18 @@ var (
 		Name: "clustershard_owned_clusters",
 		Help: "RemoteClusters whose Lease this replica holds in its current membership epoch.",
 	})
-	// UnownedClusters is the number of clusters without a live holder.
+	// Clusters is the number of RemoteClusters this replica sees.
+	Clusters = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "clustershard_clusters",
+		Help: "RemoteClusters in the management cluster, as seen by this replica.",
+	})
+	// UnownedClusters is the number of clusters for which no replica may be
+	// writing: Lease absent or released, or held by a replica whose
+	// membership has not been renewed within the renew deadline (by the
+	// protocol it has fenced itself).
 	UnownedClusters = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "clustershard_unowned_clusters",
-		Help: "RemoteClusters whose Lease is absent, released, or held by a replica that is not live, as seen by this replica.",
+		Help: "RemoteClusters with no replica allowed to run their manager (Lease absent or released, or its holder's membership not renewed within the renew deadline), as seen by this replica.",
 	})
 	// Fenced is 1 while this replica's membership is not valid.
 	Fenced = prometheus.NewGauge(prometheus.GaugeOpts{
@@ -35,12 +44,13 @@ var (
 		Name: "clustershard_membership_renew_failures_total",
 		Help: "Membership Lease renewals that failed.",
 	})
-	// LeaseTransitions counts cluster Lease acquisitions, releases,
-	// abandonments (stop timed out) and losses (taken or changed by others,
-	// or membership lapsed).
+	// LeaseTransitions counts cluster Lease acquisitions, take-overs of
+	// expired Leases (counted as acquired too), releases, abandonments (stop
+	// timed out) and losses (taken or changed by others, or membership
+	// lapsed).
 	LeaseTransitions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "clustershard_cluster_lease_transitions_total",
-		Help: "Cluster Lease transitions made or seen by this replica, by event: acquired, released, abandoned, lost.",
+		Help: "Cluster Lease transitions made or seen by this replica, by event: acquired, expired (acquired from a holder whose membership expired), released, abandoned, lost.",
 	}, []string{"event"})
 	// OwnershipWrites counts every API write of the ownership protocol.
 	OwnershipWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -53,6 +63,13 @@ var (
 		Name:    "clustershard_handover_duration_seconds",
 		Help:    "Seconds from the ring assigning a cluster to this replica to its remote manager running here.",
 		Buckets: []float64{0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 15, 20, 30, 60},
+	})
+	// UnmanagedDuration is how long a cluster went without a running remote
+	// manager, observed when this replica's manager for it starts.
+	UnmanagedDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "clustershard_cluster_unmanaged_duration_seconds",
+		Help: "Seconds a cluster spent with no running remote manager, observed when one starts here: from the release of its Lease, the last seen renewal of its dead holder, or its first sight.",
+		Buckets: []float64{0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 15, 20, 30, 60, 120, 300},
 	})
 	// RemoteManagers counts this replica's remote managers by state.
 	RemoteManagers = prometheus.NewGaugeVec(prometheus.GaugeOpts{
@@ -72,17 +89,45 @@ var (
 	})
 )
 
+// Lease transition events, the values of LeaseTransitions' label.
+const (
+	LeaseAcquired  = "acquired"
+	LeaseExpired   = "expired"
+	LeaseReleased  = "released"
+	LeaseAbandoned = "abandoned"
+	LeaseLost      = "lost"
+)
+
 // Collectors returns every collector of the package.
 func Collectors() []prometheus.Collector {
 	return []prometheus.Collector{
-		RingMembers, OwnedClusters, UnownedClusters, Fenced, MembershipRenewFailures, LeaseTransitions,
-		OwnershipWrites, HandoverDuration, RemoteManagers, RemoteProbeDuration, RemoteProbeFailures,
+		RingMembers, OwnedClusters, Clusters, UnownedClusters, Fenced, MembershipRenewFailures, LeaseTransitions,
+		OwnershipWrites, HandoverDuration, UnmanagedDuration, RemoteManagers, RemoteProbeDuration, RemoteProbeFailures,
+		ReplicatedObjects, ReplicationLag, ReplicationErrors,
+	}
+}
+
+// initLabels creates every known label combination at zero, so a series
+// exists (and rate() works) before its first event.
+func initLabels() {
+	for _, e := range []string{LeaseAcquired, LeaseExpired, LeaseReleased, LeaseAbandoned, LeaseLost} {
+		LeaseTransitions.WithLabelValues(e)
+	}
+	for _, v := range []string{"create", "update", "patch"} {
+		OwnershipWrites.WithLabelValues(v, "membership")
+	}
+	for _, v := range []string{"create", "update", "delete"} {
+		OwnershipWrites.WithLabelValues(v, "cluster")
+	}
+	for _, s := range []string{"Starting", "Running", "Unhealthy", "Failed", "Stopping"} {
+		RemoteManagers.WithLabelValues(s)
 	}
 }
 
 // Register registers every collector into reg; collectors already there are
 // fine (several replicas in one test process share them).
 func Register(reg prometheus.Registerer) error {
+	initLabels()
 	for _, c := range Collectors() {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
