@@ -42,6 +42,7 @@ func (r *Registry) newApp(e *entry) *fx.App {
 				fx.Annotate(func() client.Client { return manageClient }, fx.ResultTags(`name:"`+ManageClientTag+`"`)),
 				fx.Annotate(e.newManager, fx.ParamTags(``, ``, `name:"`+ClusterNameTag+`"`)),
 				func(mgr manager.Manager) client.Client { return mgr.GetClient() },
+				func() Naming { return Naming{cluster: e.name, shared: r.opts.SharedControllerNames} },
 			),
 			fx.Invoke(e.runManager),
 			fx.Populate(&e.client, &e.mgr),
@@ -115,9 +116,25 @@ func (e *entry) runManager(lc fx.Lifecycle, mgr manager.Manager) {
 	})
 }
 
-// ControllerName returns a controller name unique to one remote cluster, for
-// remote modules to name their controllers with.
+// ControllerName returns a controller name unique to one remote cluster.
 func ControllerName(cluster, name string) string { return name + "-" + cluster }
+
+// Naming, provided to remote modules, names their controllers.
+type Naming struct {
+	cluster string
+	shared  bool
+}
+
+// Controller returns the name of a remote controller: unique to the cluster
+// (ControllerName), or, with Options.SharedControllerNames, the same in every
+// cluster so controller-runtime's controller and workqueue series add up
+// across clusters instead of one set per cluster.
+func (n Naming) Controller(name string) string {
+	if n.shared {
+		return name
+	}
+	return ControllerName(n.cluster, name)
+}
 
 // newFxLogger bridges fx's events to logr: errors at error level, the rest at V(4).
 func newFxLogger(log logr.Logger) fxevent.Logger {

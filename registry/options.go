@@ -33,6 +33,9 @@ type Options struct {
 	// Logger is the parent logger; each cluster logs with a "remoteCluster" value.
 	Logger logr.Logger
 
+	// SharedControllerNames makes Naming give remote controllers the same
+	// name in every cluster (bounded metric labels for very large fleets).
+	SharedControllerNames bool
 	// QPS and Burst limit each remote client (defaults 20 and 40).
 	QPS   float32
 	Burst int

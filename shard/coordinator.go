@@ -34,6 +34,10 @@ type cluster struct {
 	epoch uint64
 	since time.Time
 	ops   sync.Mutex // serialises Handler calls of the cluster
+
+	// Until its manager first runs after an acquisition: when the ring
+	// assigned the cluster here and since when it had no running manager.
+	assigned, unmanagedSince time.Time
 }
 
 // Coordinator is the shard coordinator of one replica: it holds the
@@ -303,13 +307,8 @@ func (c *Coordinator) step(ctx context.Context) {
 	} else {
 		metrics.Fenced.Set(1)
 	}
-	unowned := 0
-	for _, n := range names {
-		if h := holderOf(leases[ClusterLeaseName(n)]); h == "" || !live[h] {
-			unowned++
-		}
-	}
-	metrics.UnownedClusters.Set(float64(unowned))
+	metrics.Clusters.Set(float64(len(names)))
+	metrics.UnownedClusters.Set(float64(c.unowned(names, leases, live, valid, now)))
 	ring, err := NewRing(ringMembers, c.o.Ring)
 	if err != nil {
 		c.log.Error(err, "Invalid ring options")
@@ -377,7 +376,7 @@ func (c *Coordinator) step(ctx context.Context) {
 		if !c.free(ctx, lease, live, now) {
 			continue
 		}
-		if err := c.acquire(ctx, n, lease, epoch, c.wanted[n]); err != nil {
+		if err := c.acquire(ctx, n, lease, epoch, c.wanted[n], live); err != nil {
 			c.log.V(1).Info("Cluster Lease not acquired", "cluster", n, "reason", err.Error())
 			continue
 		}
@@ -385,6 +384,29 @@ func (c *Coordinator) step(ctx context.Context) {
 		owned++
 	}
 	metrics.OwnedClusters.Set(float64(owned))
+}
+
+// unowned counts the clusters no replica may be running a manager for: the
+// Lease is absent or released, or its holder's membership has not been seen
+// renewed within the renew deadline, after which the holder has fenced
+// itself by rule 4 (its validity ends a renew deadline after its last
+// renewal was sent, which is before this replica saw it).
+func (c *Coordinator) unowned(names []string, leases map[string]*coordinationv1.Lease, live map[string]bool, selfValid bool, now time.Time) int {
+	n := 0
+	for _, name := range names {
+		h := holderOf(leases[ClusterLeaseName(name)])
+		switch {
+		case h == "":
+			n++
+		case h == c.o.Identity:
+			if !selfValid {
+				n++
+			}
+		case !live[h] || !c.obs.changedWithin(MemberLeaseName(h), now, c.o.RenewDeadline):
+			n++
+		}
+	}
+	return n
 }
 
 func holderOf(l *coordinationv1.Lease) string {
@@ -444,7 +466,8 @@ func (c *Coordinator) free(ctx context.Context, l *coordinationv1.Lease, live ma
 
 // acquire takes the cluster Lease (create, or update on the version read) and
 // then spawns (rule 2: spawn after acquire).
-func (c *Coordinator) acquire(ctx context.Context, name string, l *coordinationv1.Lease, epoch uint64, assigned time.Time) error {
+func (c *Coordinator) acquire(ctx context.Context, name string, l *coordinationv1.Lease, epoch uint64, assigned time.Time, live map[string]bool) error {
+	unmanagedSince, expired := c.unmanagedSince(l, assigned, live)
 	now := metav1.NewMicroTime(time.Now())
 	var err error
 	if l == nil {
@@ -483,21 +506,63 @@ func (c *Coordinator) acquire(ctx context.Context, name string, l *coordinationv
 		st = old
 		st.phase, st.epoch, st.since = phaseOwned, epoch, time.Now()
 	}
+	st.assigned, st.unmanagedSince = assigned, unmanagedSince
 	c.clusters[name] = st
 	c.mu.Unlock()
-	c.log.Info("Cluster acquired", "cluster", name)
-	metrics.LeaseTransitions.WithLabelValues("acquired").Inc()
+	c.log.Info("Cluster acquired", "cluster", name, "fromExpiredHolder", expired)
+	metrics.LeaseTransitions.WithLabelValues(metrics.LeaseAcquired).Inc()
+	if expired {
+		metrics.LeaseTransitions.WithLabelValues(metrics.LeaseExpired).Inc()
+	}
 	go func() {
 		st.ops.Lock()
 		defer st.ops.Unlock()
 		if c.Owns(name) {
 			c.o.Handler.Acquired(ctx, name)
-			if !assigned.IsZero() {
-				metrics.HandoverDuration.Observe(time.Since(assigned).Seconds())
-			}
 		}
 	}()
 	return nil
+}
+
+// unmanagedSince estimates, on the local clock, since when the cluster of
+// Lease l has had no running manager, and whether its holder expired: from
+// the release (or abandonment) of the Lease as this replica saw it, from the
+// last seen renewal of a dead holder's membership (an upper bound: it may
+// have died later), or from the first sight of a cluster without a Lease.
+func (c *Coordinator) unmanagedSince(l *coordinationv1.Lease, assigned time.Time, live map[string]bool) (time.Time, bool) {
+	holder := holderOf(l)
+	switch {
+	case l == nil:
+		if assigned.IsZero() {
+			return time.Now(), false
+		}
+		return assigned, false
+	case holder == "" || holder == c.o.Identity || l.Annotations[AbandonedAnnotation] == "true":
+		return c.obs.changedAt(l.Name), false
+	case !live[holder]:
+		return c.obs.changedAt(MemberLeaseName(holder)), true
+	}
+	return time.Now(), false
+}
+
+// ManagerRunning is told by the registry that the remote manager of name
+// runs here; the first time after an acquisition it observes the hand-over
+// duration and the time the cluster went without a manager.
+func (c *Coordinator) ManagerRunning(name string) {
+	c.mu.Lock()
+	st := c.clusters[name]
+	var assigned, unmanaged time.Time
+	if st != nil && st.phase == phaseOwned {
+		assigned, unmanaged = st.assigned, st.unmanagedSince
+		st.assigned, st.unmanagedSince = time.Time{}, time.Time{}
+	}
+	c.mu.Unlock()
+	if !assigned.IsZero() {
+		metrics.HandoverDuration.Observe(time.Since(assigned).Seconds())
+	}
+	if !unmanaged.IsZero() {
+		metrics.UnmanagedDuration.Observe(max(time.Since(unmanaged), 0).Seconds())
+	}
 }
 
 // lose stops a cluster whose Lease is not ours to write any more.
@@ -507,7 +572,7 @@ func (c *Coordinator) lose(ctx context.Context, name, reason string) {
 		return
 	}
 	c.log.Info("Cluster lost", "cluster", name, "reason", reason)
-	metrics.LeaseTransitions.WithLabelValues("lost").Inc()
+	metrics.LeaseTransitions.WithLabelValues(metrics.LeaseLost).Inc()
 	go func() {
 		st.ops.Lock()
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.o.StopTimeout)
@@ -542,10 +607,10 @@ func (c *Coordinator) handOver(ctx context.Context, name string, deleted bool) <
 		if err != nil {
 			c.log.Error(err, "Remote manager did not stop in time: leaving the Lease to expire", "cluster", name)
 			c.releaseLease(wctx, name, true, false)
-			metrics.LeaseTransitions.WithLabelValues("abandoned").Inc()
+			metrics.LeaseTransitions.WithLabelValues(metrics.LeaseAbandoned).Inc()
 		} else {
 			c.releaseLease(wctx, name, false, deleted)
-			metrics.LeaseTransitions.WithLabelValues("released").Inc()
+			metrics.LeaseTransitions.WithLabelValues(metrics.LeaseReleased).Inc()
 		}
 		c.done(name, st)
 	}()

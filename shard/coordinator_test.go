@@ -65,10 +65,11 @@ func startInstance(t *testing.T, ns, name string, clusters []string, h shard.Han
 	if err != nil {
 		t.Fatal(err)
 	}
+	var cp *shard.Coordinator
 	c, err := shard.New(shard.Options{
 		Identity: name, Namespace: ns, Client: cl, Kube: kube,
 		Clusters: func() ([]string, error) { return clusters, nil },
-		Handler:  h, Logger: logger().WithName(name),
+		Handler:  runningHandler{h, &cp}, Logger: logger().WithName(name),
 		LeaseDuration: leaseDuration, RenewDeadline: renewDeadline, RetryPeriod: retryPeriod,
 		StopTimeout: 2 * time.Second, MovesPerSecond: 100,
 		Ring: shard.RingOptions{LoadFactor: 1.25},
@@ -76,6 +77,7 @@ func startInstance(t *testing.T, ns, name string, clusters []string, h shard.Han
 	if err != nil {
 		t.Fatal(err)
 	}
+	cp = c
 	ctx, cancel := context.WithCancel(context.Background())
 	in := &instance{name: name, c: c, cancel: cancel, done: make(chan error, 1)}
 	go func() { in.done <- c.Run(ctx, 20*time.Second) }()
@@ -222,20 +224,40 @@ func TestOwnershipAcrossJoinLeaveAndCrash(t *testing.T) {
 			lost = append(lost, c)
 		}
 	}
-	acquiredBefore := testutil.ToFloat64(metrics.LeaseTransitions.WithLabelValues("acquired"))
+	acquiredBefore := testutil.ToFloat64(metrics.LeaseTransitions.WithLabelValues(metrics.LeaseAcquired))
+	expiredBefore := testutil.ToFloat64(metrics.LeaseTransitions.WithLabelValues(metrics.LeaseExpired))
 	handoversBefore := histogramCount(t, metrics.HandoverDuration)
+	unmanagedBefore, unmanagedSumBefore := histogramCountSum(t, metrics.UnmanagedDuration)
 	in[crashed].cleanup = in[crashed].c.Crash()
 	crashAt := time.Now()
 	tr.stopAll(crashed)
+	maxUnowned := sampleMax(metrics.UnownedClusters)
 	want = expected(t, []string{"replica-2"}, clusters)
 	settled(t, tr, ns, want, in, leaseDuration+5*time.Second)
 	t.Logf("crash: %d clusters taken over %v after the crash (lease duration %v)", len(lost), time.Since(crashAt), leaseDuration)
-	// The take-over shows in the metrics: one acquisition and one hand-over
-	// observation per moved cluster.
-	if d := testutil.ToFloat64(metrics.LeaseTransitions.WithLabelValues("acquired")) - acquiredBefore; int(d) < len(lost) {
+	// The take-over shows in the metrics: one acquisition, one take-over of
+	// an expired Lease and one hand-over observation per moved cluster; the
+	// time without a manager spans the lease duration; the dead replica's
+	// clusters showed as unowned (after its renew deadline) and no longer do.
+	if d := testutil.ToFloat64(metrics.LeaseTransitions.WithLabelValues(metrics.LeaseAcquired)) - acquiredBefore; int(d) < len(lost) {
 		t.Fatalf("acquisitions counted: %v, want ≥ %d", d, len(lost))
 	}
+	if d := testutil.ToFloat64(metrics.LeaseTransitions.WithLabelValues(metrics.LeaseExpired)) - expiredBefore; int(d) != len(lost) {
+		t.Fatalf("expired take-overs counted: %v, want %d", d, len(lost))
+	}
 	eventuallyTrue(t, func() bool { return histogramCount(t, metrics.HandoverDuration)-handoversBefore >= uint64(len(lost)) }, "hand-over observations")
+	eventuallyTrue(t, func() bool {
+		n, _ := histogramCountSum(t, metrics.UnmanagedDuration)
+		return n-unmanagedBefore >= uint64(len(lost))
+	}, "time-without-manager observations")
+	n, sum := histogramCountSum(t, metrics.UnmanagedDuration)
+	if mean := (sum - unmanagedSumBefore) / float64(n-unmanagedBefore); mean < (leaseDuration - 2*retryPeriod).Seconds() {
+		t.Fatalf("mean time without manager after a crash: %.2fs, want about the lease duration %v", mean, leaseDuration)
+	}
+	if m := maxUnowned(); m < 1 {
+		t.Fatalf("unowned clusters never rose during the crash take-over (max %v)", m)
+	}
+	eventuallyTrue(t, func() bool { return testutil.ToFloat64(metrics.UnownedClusters) == 0 }, "no unowned clusters after the take-over")
 
 	// Join: a new replica takes only the clusters the ring moves to it.
 	before := want
@@ -342,6 +364,51 @@ func histogramCount(t *testing.T, h prometheus.Histogram) uint64 {
 		t.Fatal(err)
 	}
 	return m.GetHistogram().GetSampleCount()
+}
+
+func histogramCountSum(t *testing.T, h prometheus.Histogram) (uint64, float64) {
+	t.Helper()
+	var m dto.Metric
+	if err := h.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetHistogram().GetSampleCount(), m.GetHistogram().GetSampleSum()
+}
+
+// sampleMax samples g every 10ms until the returned function is called,
+// which returns the largest value seen.
+func sampleMax(g prometheus.Gauge) func() float64 {
+	stop, done := make(chan struct{}), make(chan float64)
+	go func() {
+		highest := testutil.ToFloat64(g)
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				done <- highest
+				return
+			case <-tick.C:
+				highest = max(highest, testutil.ToFloat64(g))
+			}
+		}
+	}()
+	return func() float64 {
+		close(stop)
+		return <-done
+	}
+}
+
+// runningHandler reports, as the registry does through the notifier, that
+// the "remote manager" runs once the wrapped handler's Acquired returned.
+type runningHandler struct {
+	shard.Handler
+	c **shard.Coordinator
+}
+
+func (h runningHandler) Acquired(ctx context.Context, cluster string) {
+	h.Handler.Acquired(ctx, cluster)
+	(*h.c).ManagerRunning(cluster)
 }
 
 func eventuallyTrue(t *testing.T, cond func() bool, what string) {

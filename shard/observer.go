@@ -39,11 +39,22 @@ func (o *observer) observe(l *coordinationv1.Lease, now time.Time) time.Time {
 // or absent, for at least the lease duration. A Lease never seen counts from
 // the observer's start.
 func (o *observer) unchangedFor(name string, now time.Time) bool {
-	since := o.started
+	return now.Sub(o.changedAt(name)) > o.leaseDuration
+}
+
+// changedAt returns when the Lease named name was last seen to change; a
+// Lease never seen counts from the observer's start.
+func (o *observer) changedAt(name string) time.Time {
 	if ob, ok := o.seen[name]; ok {
-		since = ob.changed
+		return ob.changed
 	}
-	return now.Sub(since) > o.leaseDuration
+	return o.started
+}
+
+// changedWithin reports whether the Lease named name was seen to change
+// within d before now.
+func (o *observer) changedWithin(name string, now time.Time, d time.Duration) bool {
+	return now.Sub(o.changedAt(name)) <= d
 }
 
 // members returns the live replicas from the membership Leases: those whose

@@ -25,6 +25,7 @@ type Params struct {
 	Remote      client.Client
 	Manage      client.Client `name:"manage-client"`
 	ClusterName string        `name:"cluster-name"`
+	Naming      registry.Naming
 }
 
 // Module returns the remote module that runs one monitor per replicated kind.
@@ -38,7 +39,7 @@ func Module(kinds []replication.Kind, identity string) fx.Option {
 			})
 			r := &Reconciler{Kind: k, Remote: p.Remote, Manage: p.Manage, Cluster: p.ClusterName, Identity: identity}
 			err := ctrl.NewControllerManagedBy(p.Manager).
-				Named(registry.ControllerName(p.ClusterName, "monitor-"+strings.ToLower(k.GVK.Kind))).
+				Named(p.Naming.Controller("monitor-"+strings.ToLower(k.GVK.Kind))).
 				For(k.New(), builder.WithPredicates(ours)).
 				Complete(r)
 			if err != nil {

@@ -20,6 +20,9 @@ import (
 type Notifier struct {
 	// Registry is stopped for lost clusters.
 	Registry *registry.Registry
+	// OnRunning, when set, is told each time a remote manager reaches
+	// Running (the coordinator measures hand-overs with it).
+	OnRunning func(cluster string)
 
 	mu   sync.Mutex
 	subs []chan event.GenericEvent
@@ -61,4 +64,9 @@ func (n *Notifier) Lost(ctx context.Context, cluster string) error {
 
 // RegistryEvent is the registry's OnEvent: a manager failed, became
 // unhealthy or recovered.
-func (n *Notifier) RegistryEvent(e registry.Event) { n.Notify(e.Cluster) }
+func (n *Notifier) RegistryEvent(e registry.Event) {
+	if e.State == registry.StateRunning && n.OnRunning != nil {
+		n.OnRunning(e.Cluster)
+	}
+	n.Notify(e.Cluster)
+}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/clustershard/clustershard/api/v1alpha1"
 	"github.com/clustershard/clustershard/controllers/replication"
+	"github.com/clustershard/clustershard/internal/metrics"
 	"github.com/clustershard/clustershard/registry"
 )
 
@@ -69,6 +70,9 @@ type Reconciler struct {
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	src := r.Kind.New()
 	if err := r.Client.Get(ctx, req.NamespacedName, src); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.forget(req.String())
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	cluster := r.Kind.Cluster(src)
@@ -78,16 +82,21 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		target = previous // the field was cleared: clean up the copy
 	}
 	if target == "" {
+		r.forget(req.String())
 		return ctrl.Result{}, nil // a local object
 	}
 	if !r.Ownership.Owns(target) {
+		r.forget(req.String()) // its owner reports it
 		return r.unowned(ctx, src, target)
 	}
 	if !src.GetDeletionTimestamp().IsZero() || cluster == "" || (previous != "" && previous != cluster) {
 		// The copy must go: the source is deleted, or now names another cluster.
+		r.track(src, metrics.StateDeleting)
 		return r.removeCopy(ctx, src, target, cluster)
 	}
+	r.track(src, metrics.StatePending)
 	if err := r.ensureTracked(ctx, src, cluster); err != nil {
+		r.failed(src, metrics.StatePending, reasonAPIError)
 		return ctrl.Result{}, err
 	}
 	info, ok := r.Registry.Get(cluster)
@@ -96,6 +105,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if ok {
 			state = string(info.State)
 		}
+		r.failed(src, metrics.StateClusterNotReady, ReasonClusterNotReady)
 		return ctrl.Result{}, r.report(ctx, src, cluster, false, ReasonClusterNotReady, fmt.Sprintf("remote cluster %q is %s here; retrying", cluster, state))
 	}
 	desired := r.Kind.Copy(src, cluster, r.Identity)
@@ -114,8 +124,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return err
 	})
 	if err != nil {
+		r.failed(src, metrics.StateFailed, ReasonSyncFailed)
 		return ctrl.Result{}, r.report(ctx, src, cluster, false, ReasonSyncFailed, fmt.Sprintf("apply the copy in %q: %v", cluster, err))
 	}
+	r.track(src, metrics.StateSynced)
 	return ctrl.Result{}, r.report(ctx, src, cluster, true, ReasonSynced, "copy applied in "+cluster+" by "+r.Identity)
 }
 
@@ -134,6 +146,7 @@ func (r *Reconciler) unowned(ctx context.Context, src *unstructured.Unstructured
 		src.GetAnnotations()[replication.ReleaseAnnotation] == "true" {
 		return ctrl.Result{}, r.dropFinalizer(ctx, src)
 	}
+	r.failed(src, metrics.StateClusterNotFound, ReasonClusterNotFound)
 	msg := fmt.Sprintf("RemoteCluster %q does not exist; create it, fix spec, or set annotation %s=true to release a deleted source", cluster, replication.ReleaseAnnotation)
 	if _, err := replication.SetRemoteSynced(ctx, r.Client, src, false, ReasonClusterNotFound, msg); err != nil {
 		return ctrl.Result{}, err
@@ -187,6 +200,7 @@ func (r *Reconciler) removeCopy(ctx context.Context, src *unstructured.Unstructu
 		if src.GetAnnotations()[replication.ReleaseAnnotation] == "true" {
 			return ctrl.Result{}, r.dropFinalizer(ctx, src)
 		}
+		r.failed(src, metrics.StateDeleting, ReasonClusterNotReady)
 		return ctrl.Result{}, r.report(ctx, src, target, false, ReasonClusterNotReady, fmt.Sprintf("cannot delete the copy in %q: %v", target, err))
 	}
 	if !gone {
@@ -208,6 +222,7 @@ func (r *Reconciler) removeCopy(ctx context.Context, src *unstructured.Unstructu
 
 // dropFinalizer removes only this controller's finalizer (and the annotation).
 func (r *Reconciler) dropFinalizer(ctx context.Context, src *unstructured.Unstructured) error {
+	r.forget(client.ObjectKeyFromObject(src).String())
 	before := src.DeepCopy()
 	controllerutil.RemoveFinalizer(src, replication.Finalizer)
 	ann := src.GetAnnotations()
@@ -253,6 +268,22 @@ func ensureNamespace(ctx context.Context, c client.Client, ns string) error {
 	}
 	return err
 }
+
+// reasonAPIError counts failed writes to the management API server.
+const reasonAPIError = "APIError"
+
+// track records the replication state of src for the metrics.
+func (r *Reconciler) track(src *unstructured.Unstructured, state string) {
+	metrics.Tracker.Set(r.Identity, r.Kind.GVK.Kind, client.ObjectKeyFromObject(src).String(), src.GetGeneration(), state)
+}
+
+// failed records a failed attempt: the state and the error reason.
+func (r *Reconciler) failed(src *unstructured.Unstructured, state, reason string) {
+	r.track(src, state)
+	metrics.ReplicationErrors.WithLabelValues(r.Kind.GVK.Kind, reason).Inc()
+}
+
+func (r *Reconciler) forget(key string) { metrics.Tracker.Forget(r.Identity, r.Kind.GVK.Kind, key) }
 
 // name returns the controller name of a kind.
 func name(k replication.Kind) string {

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/clustershard/clustershard/controllers/replication"
+	"github.com/clustershard/clustershard/internal/metrics"
 )
 
 // ClusterIndex indexes sources by the remote cluster they name or were copied to.
@@ -22,6 +23,7 @@ const ClusterIndex = "clustershard.io/target-cluster"
 // SetupWithManager registers the controller of r.Kind: sources that name a
 // remote cluster (or still hold a copy), re-enqueued per cluster by events.
 func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, clusterEvents <-chan event.GenericEvent) error {
+	metrics.InitKind(r.Kind.GVK.Kind)
 	if err := mgr.GetFieldIndexer().IndexField(ctx, r.Kind.New(), ClusterIndex, func(o client.Object) []string {
 		return targets(r.Kind, o.(*unstructured.Unstructured))
 	}); err != nil {

@@ -67,8 +67,8 @@ var (
 	// UnmanagedDuration is how long a cluster went without a running remote
 	// manager, observed when this replica's manager for it starts.
 	UnmanagedDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name: "clustershard_cluster_unmanaged_duration_seconds",
-		Help: "Seconds a cluster spent with no running remote manager, observed when one starts here: from the release of its Lease, the last seen renewal of its dead holder, or its first sight.",
+		Name:    "clustershard_cluster_unmanaged_duration_seconds",
+		Help:    "Seconds a cluster spent with no running remote manager, observed when one starts here: from the release of its Lease, the last seen renewal of its dead holder, or its first sight.",
 		Buckets: []float64{0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 15, 20, 30, 60, 120, 300},
 	})
 	// RemoteManagers counts this replica's remote managers by state.
@@ -137,4 +137,9 @@ func Register(reg prometheus.Registerer) error {
 		}
 	}
 	return nil
+}
+
+// RegisterClusterSeries registers ClusterSeries into reg once.
+func RegisterClusterSeries(reg prometheus.Registerer) {
+	_ = reg.Register(ClusterSeries) // only AlreadyRegistered can happen: its descriptors are fixed
 }

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"k8s.io/apimachinery/pkg/types"
 )
 
 // Replication states of a source object, the values of ReplicatedObjects'
@@ -46,7 +45,7 @@ var (
 var ReplicationErrorReasons = []string{StateClusterNotReady, StateClusterNotFound, "SyncFailed", "APIError"}
 
 // Objects tracks the replication state of every source object of this
-// process, by replica, kind and UID. The zero value is not usable: use the
+// process, by replica, kind and object key (namespace/name). The zero value is not usable: use the
 // package's Tracker.
 type Objects struct {
 	mu      sync.Mutex
@@ -55,8 +54,7 @@ type Objects struct {
 }
 
 type objectKey struct {
-	replica, kind string
-	uid           types.UID
+	replica, kind, object string
 }
 
 type objectEntry struct {
@@ -80,11 +78,12 @@ func InitKind(kind string) {
 	Tracker.mu.Unlock()
 }
 
-// Set records the state of one object seen by replica at generation. A
+// Set records the state of one object (namespace/name) seen by replica at
+// generation. A
 // Synced state observes the lag of that generation once.
-func (o *Objects) Set(replica, kind string, uid types.UID, generation int64, state string) {
+func (o *Objects) Set(replica, kind, object string, generation int64, state string) {
 	now := time.Now()
-	k := objectKey{replica, kind, uid}
+	k := objectKey{replica, kind, object}
 	o.mu.Lock()
 	e := o.entries[k]
 	if e == nil || e.generation != generation {
@@ -103,9 +102,9 @@ func (o *Objects) Set(replica, kind string, uid types.UID, generation int64, sta
 }
 
 // Forget drops one object (deleted, or not this replica's to report).
-func (o *Objects) Forget(replica, kind string, uid types.UID) {
+func (o *Objects) Forget(replica, kind, object string) {
 	o.mu.Lock()
-	delete(o.entries, objectKey{replica, kind, uid})
+	delete(o.entries, objectKey{replica, kind, object})
 	o.mu.Unlock()
 }
 

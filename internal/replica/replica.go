@@ -62,6 +62,9 @@ type Options struct {
 	RemoteModules []fx.Option
 	// Logger is the root logger.
 	Logger logr.Logger
+	// PerClusterMetrics exports the series labelled by cluster name
+	// (clustershard_cluster_owned, clustershard_remote_cluster_up).
+	PerClusterMetrics bool
 	// SeveralPerProcess lets tests run several replicas in one process by
 	// skipping controller-runtime's process-wide controller-name check.
 	SeveralPerProcess bool
@@ -143,12 +146,18 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (*Replica, error) {
 		ProbeTimeout:          o.ProbeTimeout,
 		ProbeFailureThreshold: o.ProbeFailureThreshold,
 		Fence:                 rp.Coordinator,
+		SharedControllerNames: !o.PerClusterMetrics,
 		OnEvent:               rp.notifier.RegistryEvent,
 	})
 	if err != nil {
 		return nil, err
 	}
 	rp.notifier.Registry = rp.Registry
+	rp.notifier.OnRunning = rp.Coordinator.ManagerRunning
+	if o.PerClusterMetrics {
+		metrics.RegisterClusterSeries(ctrlmetrics.Registry)
+		metrics.ClusterSeries.Add(rp)
+	}
 
 	rec := &remotecluster.Reconciler{
 		Client: mgr.GetClient(), Scheme: o.Scheme, Registry: rp.Registry, Ownership: rp.Coordinator,
@@ -206,7 +215,20 @@ func (rp *Replica) Start(ctx context.Context) error {
 	err := rp.Coordinator.Run(ctx, rp.opts.ShutdownTimeout)
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	return errors.Join(err, rp.Registry.Close(cctx))
+	err = errors.Join(err, rp.Registry.Close(cctx))
+	metrics.ClusterSeries.Remove(rp)
+	metrics.Tracker.ForgetReplica(rp.opts.Identity)
+	return err
+}
+
+// Owned implements metrics.ClusterSource.
+func (rp *Replica) Owned() []string { return rp.Coordinator.Owned() }
+
+// ManagerUp implements metrics.ClusterSource: the remote manager runs and
+// its API server answers probes.
+func (rp *Replica) ManagerUp(cluster string) bool {
+	info, ok := rp.Registry.Get(cluster)
+	return ok && info.State == registry.StateRunning
 }
 
 // NeedLeaderElection is false: every replica runs its coordinator.

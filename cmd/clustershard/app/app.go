@@ -124,7 +124,7 @@ func (o *options) run(ctx context.Context) error {
 			Ring: shard.RingOptions{VNodes: o.ringVNodes, LoadFactor: o.ringLoadFactor},
 		},
 		ProbeInterval: o.probeInterval, ProbeTimeout: o.probeTimeout, ProbeFailureThreshold: o.probeFailures,
-		MetricsBindAddress: o.metricsAddr, HealthProbeBindAddress: o.probeAddr,
+		MetricsBindAddress: o.metricsAddr, HealthProbeBindAddress: o.probeAddr, PerClusterMetrics: o.perCluster,
 		ShutdownTimeout: o.shutdownTimeout, Logger: log,
 	})
 	if err != nil {
