@@ -55,6 +55,8 @@ manifests: ## Generate CRDs and RBAC with controller-gen.
 	$(CONTROLLER_GEN) rbac:roleName=clustershard paths=./controllers/... paths=./shard/... output:rbac:dir=deploy/rbac
 	cp deploy/crds/clustershard.io_remoteclusters.yaml deploy/helm/clustershard/crds/
 	cp deploy/rbac/role.yaml deploy/helm/clustershard/files/role.yaml
+	go run ./hack/gen-prometheusrule
+	go run ./hack/gen-dashboard
 
 .PHONY: verify
 verify: ## Fail when generated files are stale or go.mod is untidy.
@@ -90,8 +92,9 @@ demo: controlplane ## Start a local control plane with 3 replicas and show owner
 	$(BIN)/clustershard demo $(DEMO_ARGS)
 
 .PHONY: e2e
-e2e: controlplane ## Long drills against real replica processes.
-	@echo "make e2e is not implemented yet (issue 8)"; exit 1
+e2e: controlplane ## Long drills against real replica processes (needs Debian's prometheus package).
+	@command -v prometheus >/dev/null || { echo "make e2e needs prometheus: apt-get install prometheus"; exit 1; }
+	go test -tags e2e -count=1 -timeout 30m -v -run 'TestPrometheusDuringKillDrill' ./cmd/clustershard/
 
 .PHONY: bench
 bench: controlplane ## Go benchmarks against the local control plane (the bench/ harness comes with issue 9).

@@ -257,6 +257,8 @@ func (c *Coordinator) step(ctx context.Context) {
 	if c.crashed.Load() {
 		return
 	}
+	// Every exit path reports what is owned now: a fenced replica owns nothing.
+	defer func() { metrics.OwnedClusters.Set(float64(len(c.Owned()))) }()
 	now := time.Now()
 	members, leases, err := c.listLeases(ctx)
 	if err != nil {
@@ -355,7 +357,6 @@ func (c *Coordinator) step(ctx context.Context) {
 		return
 	}
 	// Clusters assigned to us: acquire the free ones.
-	owned := 0
 	for _, n := range names {
 		if assign[n] != c.o.Identity {
 			delete(c.wanted, n)
@@ -369,7 +370,6 @@ func (c *Coordinator) step(ctx context.Context) {
 		busy := st != nil && st.phase != phaseFree
 		c.mu.Unlock()
 		if busy {
-			owned++
 			continue
 		}
 		lease := leases[ClusterLeaseName(n)]
@@ -381,9 +381,7 @@ func (c *Coordinator) step(ctx context.Context) {
 			continue
 		}
 		delete(c.wanted, n)
-		owned++
 	}
-	metrics.OwnedClusters.Set(float64(owned))
 }
 
 // unowned counts the clusters no replica may be running a manager for: the

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -140,13 +139,15 @@ func TestReplicaProcesses(t *testing.T) {
 	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "procs"}}); err != nil {
 		t.Fatal(err)
 	}
-	procs := map[string]*proc{}
+	procs, metricsAddrs := map[string]*proc{}, map[string]string{}
 	for i := range 2 {
 		id := "p-" + strconv.Itoa(i)
-		procs[id] = start(t, bin, kc, id)
+		metricsAddrs[id] = freeAddr(t)
+		procs[id] = start(t, bin, kc, id, "--health-probe-bind-address", "0", "--metrics-bind-address", metricsAddrs[id])
 	}
-	probes, metricsAddr := freeAddr(t), freeAddr(t)
-	procs["p-2"] = start(t, bin, kc, "p-2", "--health-probe-bind-address", probes, "--metrics-bind-address", metricsAddr)
+	probes := freeAddr(t)
+	metricsAddrs["p-2"] = freeAddr(t)
+	procs["p-2"] = start(t, bin, kc, "p-2", "--health-probe-bind-address", probes, "--metrics-bind-address", metricsAddrs["p-2"])
 	allReady := func() bool {
 		r, err := status.Collect(ctx, env.Client, ns, nil)
 		if err != nil || r.Unowned != 0 || len(r.Clusters) != len(clusters) {
@@ -171,20 +172,8 @@ func TestReplicaProcesses(t *testing.T) {
 		})
 	}
 
-	// The replica's /metrics carries the ownership and registry metrics.
-	resp, err := http.Get("http://" + metricsAddr + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	_ = resp.Body.Close()
-	for _, name := range []string{"clustershard_ring_members", "clustershard_owned_clusters", "clustershard_unowned_clusters",
-		"clustershard_fenced", "clustershard_ownership_writes_total", "clustershard_cluster_lease_transitions_total",
-		"clustershard_handover_duration_seconds_bucket", "clustershard_remote_managers", "clustershard_remote_probe_duration_seconds_bucket"} {
-		if !bytes.Contains(body, []byte(name)) {
-			t.Errorf("metric %s missing from /metrics", name)
-		}
-	}
+	// Every metric the dashboard and the alert rules use is exported.
+	checkMonitoringMetrics(t, metricsAddrs)
 
 	// `clustershard status -o json` shows exactly one owner per cluster.
 	out, err := exec.Command(bin, "status", "--kubeconfig", kc, "--namespace", ns, "-o", "json").Output()
@@ -234,11 +223,15 @@ func TestReplicaProcesses(t *testing.T) {
 
 	// SIGKILL: taken over after the lease duration.
 	killed := moved("p-1")
+	poll(t, 30*time.Second, "every cluster Ready before the kill", allReady)
+	before := scrape(t, metricsAddrs["p-2"])
 	sent = time.Now()
 	if err := procs["p-1"].cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
+	maxUnowned := 0.0
 	poll(t, leaseDuration+5*time.Second, "take-over of p-1's clusters", func() bool {
+		maxUnowned = max(maxUnowned, value(scrape(t, metricsAddrs["p-2"]), "clustershard_unowned_clusters", nil))
 		h := holders(t)
 		for _, c := range killed {
 			if h[c] != "p-2" {
@@ -248,6 +241,7 @@ func TestReplicaProcesses(t *testing.T) {
 		return true
 	})
 	t.Logf("SIGKILL: %d clusters taken over in %v (lease %v)", len(killed), time.Since(sent).Round(10*time.Millisecond), leaseDuration)
+	checkTakeOverMetrics(t, metricsAddrs["p-2"], before, len(killed), len(clusters), maxUnowned)
 
 	// Objects keep syncing on the survivor.
 	poll(t, 60*time.Second, "every cluster Ready on p-2", allReady)
@@ -264,6 +258,9 @@ func TestReplicaProcesses(t *testing.T) {
 			break
 		}
 	}
+	poll(t, 10*time.Second, "two Synced objects in p-2's metrics", func() bool {
+		return value(scrape(t, metricsAddrs["p-2"]), "clustershard_replicated_objects", map[string]string{"state": "Synced"}) == 2
+	})
 }
 
 func freeAddr(t *testing.T) string {

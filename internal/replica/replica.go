@@ -135,7 +135,10 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (*Replica, error) {
 	if rp.Coordinator, err = shard.New(so); err != nil {
 		return nil, err
 	}
-	rp.Registry, err = registry.New(ctx, registry.Options{
+	// Remote managers stop by hand-over (Stop) or Close after it, never
+	// straight from the shutdown signal: a SIGTERM must not look like a
+	// failed manager to the controllers while the hand-over runs.
+	rp.Registry, err = registry.New(context.WithoutCancel(ctx), registry.Options{
 		ManageClient:          mgr.GetClient(),
 		Scheme:                o.Scheme,
 		RemoteModules:         append([]fx.Option{monitor.Module(o.Kinds, o.Identity)}, o.RemoteModules...),
