@@ -119,7 +119,8 @@ func (e *entry) runManager(lc fx.Lifecycle, mgr manager.Manager) {
 // ControllerName returns a controller name unique to one remote cluster.
 func ControllerName(cluster, name string) string { return name + "-" + cluster }
 
-// Naming, provided to remote modules, names their controllers.
+// Naming names the controllers of remote modules; the registry provides it
+// to every remote fx app.
 type Naming struct {
 	cluster string
 	shared  bool
