@@ -38,6 +38,9 @@ type cluster struct {
 	// Until its manager first runs after an acquisition: when the ring
 	// assigned the cluster here and since when it had no running manager.
 	assigned, unmanagedSince time.Time
+	// replaced is the Lease version our acquisition replaced ("" when it
+	// created the Lease): a cache still showing it has not seen our write.
+	replaced string
 }
 
 // Coordinator is the shard coordinator of one replica: it holds the
@@ -343,6 +346,9 @@ func (c *Coordinator) step(ctx context.Context) {
 	}
 	c.mu.Unlock()
 	for _, n := range losses {
+		if c.cacheBehind(ctx, n, leases[ClusterLeaseName(n)]) {
+			continue
+		}
 		c.lose(ctx, n, "Lease changed by someone else")
 	}
 	for _, n := range handovers {
@@ -407,6 +413,28 @@ func (c *Coordinator) unowned(names []string, leases map[string]*coordinationv1.
 	return n
 }
 
+// cacheBehind reports whether the cached Lease of a cluster we hold is only
+// the version our acquisition replaced (the cache has not caught up with our
+// write yet) and a fresh read shows us still holding it. A Lease really
+// changed by someone else is lost at once.
+func (c *Coordinator) cacheBehind(ctx context.Context, name string, cached *coordinationv1.Lease) bool {
+	c.mu.Lock()
+	st := c.clusters[name]
+	replaced := ""
+	if st != nil {
+		replaced = st.replaced
+	}
+	c.mu.Unlock()
+	if st == nil || (cached == nil) != (replaced == "") || (cached != nil && cached.ResourceVersion != replaced) {
+		return false
+	}
+	var fresh coordinationv1.Lease
+	if err := c.o.Client.Get(ctx, types.NamespacedName{Namespace: c.o.Namespace, Name: ClusterLeaseName(name)}, &fresh); err != nil {
+		return false
+	}
+	return holderOf(&fresh) == c.o.Identity
+}
+
 func holderOf(l *coordinationv1.Lease) string {
 	if l == nil || l.Spec.HolderIdentity == nil {
 		return ""
@@ -466,6 +494,10 @@ func (c *Coordinator) free(ctx context.Context, l *coordinationv1.Lease, live ma
 // then spawns (rule 2: spawn after acquire).
 func (c *Coordinator) acquire(ctx context.Context, name string, l *coordinationv1.Lease, epoch uint64, assigned time.Time, live map[string]bool) error {
 	unmanagedSince, expired := c.unmanagedSince(l, assigned, live)
+	replaced := ""
+	if l != nil {
+		replaced = l.ResourceVersion
+	}
 	now := metav1.NewMicroTime(time.Now())
 	var err error
 	if l == nil {
@@ -504,7 +536,7 @@ func (c *Coordinator) acquire(ctx context.Context, name string, l *coordinationv
 		st = old
 		st.phase, st.epoch, st.since = phaseOwned, epoch, time.Now()
 	}
-	st.assigned, st.unmanagedSince = assigned, unmanagedSince
+	st.assigned, st.unmanagedSince, st.replaced = assigned, unmanagedSince, replaced
 	c.clusters[name] = st
 	c.mu.Unlock()
 	c.log.Info("Cluster acquired", "cluster", name, "fromExpiredHolder", expired)
@@ -555,6 +587,10 @@ func (c *Coordinator) ManagerRunning(name string) {
 		st.assigned, st.unmanagedSince = time.Time{}, time.Time{}
 	}
 	c.mu.Unlock()
+	if assigned.IsZero() && unmanaged.IsZero() {
+		return
+	}
+	c.log.Info("Remote manager running", "cluster", name, "sinceAssigned", time.Since(assigned), "withoutManager", time.Since(unmanaged))
 	if !assigned.IsZero() {
 		metrics.HandoverDuration.Observe(time.Since(assigned).Seconds())
 	}

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -57,7 +58,11 @@ func build(t *testing.T) string {
 
 func start(t *testing.T, bin, kubeconfig, id string, extra ...string) *proc {
 	t.Helper()
-	logf, err := os.Create(filepath.Join(t.TempDir(), id+".log"))
+	dir := os.Getenv("CLUSTERSHARD_TEST_LOGDIR") // keep replica logs there
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	logf, err := os.Create(filepath.Join(dir, id+".log"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,8 +228,11 @@ func TestReplicaProcesses(t *testing.T) {
 
 	// SIGKILL: taken over after the lease duration.
 	killed := moved("p-1")
-	poll(t, 30*time.Second, "every cluster Ready before the kill", allReady)
-	before := scrape(t, metricsAddrs["p-2"])
+	var before map[string]*dto.MetricFamily
+	poll(t, 30*time.Second, "a running manager for every cluster p-2 owns before the kill", func() bool {
+		before = scrape(t, metricsAddrs["p-2"])
+		return value(before, "clustershard_owned_clusters", nil) == value(before, "clustershard_remote_managers", map[string]string{"state": "Running"})
+	})
 	sent = time.Now()
 	if err := procs["p-1"].cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)

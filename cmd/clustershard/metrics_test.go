@@ -82,8 +82,11 @@ func checkTakeOverMetrics(t *testing.T, addr string, before map[string]*dto.Metr
 	if d := delta(transitions, map[string]string{"event": "expired"}); d != float64(moved) {
 		t.Errorf("expired Leases taken over: %v, want %d", d, moved)
 	}
-	if d := delta(transitions, map[string]string{"event": "acquired"}); d < float64(moved) {
-		t.Errorf("Leases acquired: %v, want ≥ %d", d, moved)
+	if d := delta(transitions, map[string]string{"event": "acquired"}); d != float64(moved) {
+		t.Errorf("Leases acquired: %v, want %d (one per moved cluster, none twice)", d, moved)
+	}
+	if d := delta(transitions, map[string]string{"event": "lost"}); d != 0 {
+		t.Errorf("clusters lost by the survivor during the take-over: %v", d)
 	}
 	mean := (histogramSum(after, unmanaged) - histogramSum(before, unmanaged)) / delta(unmanaged, nil)
 	if mean < leaseDuration.Seconds() {
@@ -95,7 +98,7 @@ func checkTakeOverMetrics(t *testing.T, addr string, before map[string]*dto.Metr
 	if u := value(after, "clustershard_unowned_clusters", nil); u != 0 {
 		t.Errorf("unowned clusters after the take-over: %v", u)
 	}
-	t.Logf("take-over metrics: %v hand-overs, mean time without manager %.2fs, max unowned %v", delta(handover, nil), mean, maxUnowned)
+	t.Logf("take-over metrics: %v hand-overs, %v times without manager (mean %.2fs), max unowned %v", delta(handover, nil), delta(unmanaged, nil), mean, maxUnowned)
 }
 
 // scrape reads the /metrics of a replica process.
