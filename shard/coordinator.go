@@ -530,6 +530,7 @@ func (c *Coordinator) acquire(ctx context.Context, name string, l *coordinationv
 	if _, e, ok := c.member.valid(); !ok || e != epoch {
 		return fmt.Errorf("membership lapsed while acquiring")
 	}
+	c.o.journal(time.Now(), JournalOwned, name) // before authority begins
 	st := &cluster{phase: phaseOwned, epoch: epoch, since: time.Now()}
 	c.mu.Lock()
 	if old := c.clusters[name]; old != nil {
@@ -579,6 +580,7 @@ func (c *Coordinator) unmanagedSince(l *coordinationv1.Lease, assigned time.Time
 // runs here; the first time after an acquisition it observes the hand-over
 // duration and the time the cluster went without a manager.
 func (c *Coordinator) ManagerRunning(name string) {
+	c.o.journal(time.Now(), JournalRunning, name)
 	c.mu.Lock()
 	st := c.clusters[name]
 	var assigned, unmanaged time.Time
@@ -605,6 +607,7 @@ func (c *Coordinator) lose(ctx context.Context, name, reason string) {
 	if st == nil {
 		return
 	}
+	c.o.journal(time.Now(), JournalLost, name) // after authority ended
 	c.log.Info("Cluster lost", "cluster", name, "reason", reason)
 	metrics.LeaseTransitions.WithLabelValues(metrics.LeaseLost).Inc()
 	go func() {
@@ -623,11 +626,16 @@ func (c *Coordinator) lose(ctx context.Context, name, reason string) {
 // it abandoned to expire when the stop timed out.
 func (c *Coordinator) handOver(ctx context.Context, name string, deleted bool) <-chan struct{} {
 	finished := make(chan struct{})
+	if brokenHandOver && c.Owns(name) {
+		c.releaseLease(ctx, name, false, deleted) // release before stop: wrong on purpose
+		time.Sleep(time.Second)
+	}
 	st := c.setPhase(name, phaseOwned, phaseReleasing)
 	if st == nil {
 		close(finished)
 		return finished
 	}
+	c.o.journal(time.Now(), JournalReleasing, name) // after authority ended
 	c.log.Info("Handing cluster over", "cluster", name)
 	go func() {
 		defer close(finished)

@@ -56,6 +56,7 @@ func (m *membership) renewed(sent time.Time) {
 	}
 	m.validUntil = sent.Add(m.o.RenewDeadline)
 	m.mu.Unlock()
+	m.o.journal(sent, JournalRenewed, "")
 	if lapsed {
 		m.o.Logger.Info("Membership lapsed and was renewed late: ownership from before is void")
 		m.onLapse()
@@ -68,6 +69,7 @@ func (m *membership) lost() {
 	m.validUntil = time.Time{}
 	m.epoch++
 	m.mu.Unlock()
+	m.o.journal(time.Now(), JournalVoid, "")
 	m.onLapse()
 }
 

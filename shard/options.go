@@ -30,6 +30,9 @@ type Options struct {
 	Handler Handler
 	// Logger is the parent logger.
 	Logger logr.Logger
+	// Journal, when set, receives the replica's authority events (see
+	// JournalEntry) synchronously; the drill's invariant checker reads them.
+	Journal func(JournalEntry)
 
 	// LeaseDuration, RenewDeadline and RetryPeriod time the membership Lease
 	// (defaults 15s, 10s, 2s), as in client-go's leaderelection.

@@ -14,14 +14,11 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	examplev1alpha1 "github.com/clustershard/clustershard/api/example/v1alpha1"
-	"github.com/clustershard/clustershard/api/v1alpha1"
 	"github.com/clustershard/clustershard/controllers/replication"
 	"github.com/clustershard/clustershard/deploy"
+	"github.com/clustershard/clustershard/internal/fleet"
 	"github.com/clustershard/clustershard/internal/localcluster"
 	"github.com/clustershard/clustershard/internal/scheme"
 	"github.com/clustershard/clustershard/internal/status"
@@ -29,8 +26,6 @@ import (
 
 // Namespace is where the demo keeps Leases and kubeconfig Secrets.
 const Namespace = "clustershard-system"
-
-const exampleKind = "ExampleChaos.v1alpha1.example.clustershard.io/examplechaos"
 
 // Options size and time the demo.
 type Options struct {
@@ -203,7 +198,7 @@ func replicaName(i int) string { return "replica-" + strconv.Itoa(i) }
 
 // watch prints the ownership view every Refresh until done holds.
 func (d *demo) watch(ctx context.Context, done func(*status.Report) bool) error {
-	kind, _ := replication.ParseKind(exampleKind)
+	kind, _ := replication.ParseKind(fleet.ExampleKind)
 	tty := isTerminal(d.out)
 	for {
 		r, err := status.Collect(ctx, d.c, Namespace, []replication.Kind{kind})
@@ -247,43 +242,10 @@ func isTerminal(w io.Writer) bool {
 }
 
 func (d *demo) createClusters(ctx context.Context) error {
-	if err := d.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace}}); client.IgnoreAlreadyExists(err) != nil {
-		return err
-	}
-	for r, remote := range d.cp.Remotes {
-		for i := range d.o.ClustersPerRemote {
-			name := fmt.Sprintf("fleet-%d-%02d", r, i)
-			secret := name + "-kubeconfig"
-			if err := localcluster.WriteKubeConfigSecret(ctx, d.c, Namespace, secret, localcluster.DefaultSecretKey, remote.KubeConfig); err != nil {
-				return err
-			}
-			scope := "demo-" + name
-			rc := &v1alpha1.RemoteCluster{
-				ObjectMeta: metav1.ObjectMeta{Name: name},
-				Spec: v1alpha1.RemoteClusterSpec{
-					KubeConfig: v1alpha1.KubeConfigSource{SecretRef: v1alpha1.SecretKeyReference{Namespace: Namespace, Name: secret, Key: localcluster.DefaultSecretKey}},
-					Install:    &v1alpha1.InstallSpec{Namespace: scope},
-					Namespaces: []string{scope},
-				},
-			}
-			if err := d.c.Create(ctx, rc); err != nil {
-				return err
-			}
-			if err := d.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: scope}}); client.IgnoreAlreadyExists(err) != nil {
-				return err
-			}
-			for j := range d.o.ObjectsPerCluster {
-				obj := &examplev1alpha1.ExampleChaos{
-					ObjectMeta: metav1.ObjectMeta{Namespace: scope, Name: fmt.Sprintf("chaos-%d", j)},
-					Spec:       examplev1alpha1.ExampleChaosSpec{RemoteCluster: name, Action: "pod-kill", Duration: "30s"},
-				}
-				if err := d.c.Create(ctx, obj); err != nil {
-					return err
-				}
-			}
-		}
-	}
-	return nil
+	_, err := fleet.Populate(ctx, d.c, d.cp, fleet.Options{
+		Namespace: Namespace, ScopePrefix: "demo-", ClustersPerRemote: d.o.ClustersPerRemote, ObjectsPerCluster: d.o.ObjectsPerCluster,
+	})
+	return err
 }
 
 func (d *demo) startReplica(i int) error {
@@ -298,7 +260,7 @@ func (d *demo) startReplica(i int) error {
 	lease := d.o.LeaseDuration
 	cmd := exec.Command(self, "run",
 		"--kubeconfig", d.kcPath, "--namespace", Namespace, "--replica-id", replicaName(i),
-		"--replicate-kind", exampleKind,
+		"--replicate-kind", fleet.ExampleKind,
 		"--lease-duration", lease.String(), "--renew-deadline", (lease * 2 / 3).String(), "--retry-period", (lease / 6).String(),
 		"--probe-interval", "2s", "--shutdown-timeout", "20s",
 		"--metrics-bind-address", "0", "--health-probe-bind-address", "0")

@@ -80,7 +80,7 @@ func newRoot() *cobra.Command {
 	}
 	o.addCommon(root.Flags())
 	o.addRun(root.Flags())
-	root.AddCommand(run, st, dm)
+	root.AddCommand(run, st, dm, drillCommand())
 	return root
 }
 
@@ -115,13 +115,19 @@ func (o *options) run(ctx context.Context) error {
 	}
 	ctx, cancel := signalContext(ctx)
 	defer cancel()
+	journal, closeJournal, err := openJournal(o.journal)
+	if err != nil {
+		return err
+	}
+	defer closeJournal()
 	rp, err := replica.New(ctx, cfg, replica.Options{
 		Identity: o.replicaID, Namespace: o.namespace, Scheme: scheme.New(), Kinds: o.parsedKinds,
 		KubeConfig: kubeconfig.Options{AllowExec: o.allowExec, QPS: o.clientQPS, Burst: o.clientBurst, Timeout: o.remoteTimeout},
 		Shard: shard.Options{
 			LeaseDuration: o.leaseDuration, RenewDeadline: o.renewDeadline, RetryPeriod: o.retryPeriod,
 			StopTimeout: o.stopTimeout, MovesPerSecond: o.movesPerSecond,
-			Ring: shard.RingOptions{VNodes: o.ringVNodes, LoadFactor: o.ringLoadFactor},
+			Ring:    shard.RingOptions{VNodes: o.ringVNodes, LoadFactor: o.ringLoadFactor},
+			Journal: journal,
 		},
 		ProbeInterval: o.probeInterval, ProbeTimeout: o.probeTimeout, ProbeFailureThreshold: o.probeFailures,
 		MetricsBindAddress: o.metricsAddr, HealthProbeBindAddress: o.probeAddr, PerClusterMetrics: o.perCluster,

@@ -1,0 +1,61 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/clustershard/clustershard/internal/drill"
+)
+
+// drillCommand is `clustershard drill`: chaos drills against replica
+// processes of this binary on a local control plane.
+func drillCommand() *cobra.Command {
+	var o drill.Options
+	var report string
+	cmd := &cobra.Command{
+		Use:   "drill",
+		Short: "Run chaos drills (kill, term, pause) against local replica processes and check the ownership invariants",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			self, err := os.Executable()
+			if err != nil {
+				return err
+			}
+			o.Binary, o.Out = self, cmd.OutOrStdout()
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return runDrill(ctx, o, report)
+		},
+	}
+	fs := cmd.Flags()
+	fs.IntVar(&o.Replicas, "replicas", 3, "Replica processes.")
+	fs.IntVar(&o.Remotes, "remotes", 2, "Remote API servers.")
+	fs.IntVar(&o.ClustersPerRemote, "clusters-per-remote", 5, "RemoteClusters per remote API server.")
+	fs.IntVar(&o.ObjectsPerCluster, "objects-per-cluster", 4, "Replicated objects per RemoteCluster.")
+	fs.DurationVar(&o.LeaseDuration, "lease-duration", 4*time.Second, "Membership lease duration of the replicas.")
+	fs.DurationVar(&o.Converge, "converge-timeout", 60*time.Second, "Bound of convergence (I3) after a fault.")
+	fs.StringSliceVar(&o.Scenarios, "scenarios", drill.Scenarios, "Scenarios to run, in order.")
+	fs.StringVar(&o.Dir, "keep-dir", "", "Keep replica logs and ownership journals in this directory.")
+	fs.StringVar(&report, "report", "", "Write the report as JSON to this file.")
+	return cmd
+}
+
+func runDrill(ctx context.Context, o drill.Options, path string) error {
+	rep, err := drill.Run(ctx, o)
+	if rep != nil && path != "" {
+		err = errors.Join(err, rep.WriteJSON(path))
+	}
+	if err != nil {
+		return err
+	}
+	if !rep.Passed() {
+		return errors.New("drill failed: an invariant was violated")
+	}
+	return nil
+}

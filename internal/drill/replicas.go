@@ -1,0 +1,114 @@
+package drill
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/clustershard/clustershard/internal/fleet"
+)
+
+// replica is one incarnation of a replica process.
+type replica struct {
+	id      string
+	journal string
+	cmd     *exec.Cmd
+	exited  chan struct{}
+	// killedAt is when the process was seen dead after the runner's SIGKILL
+	// or SIGTERM; zero while it runs.
+	killedAt time.Time
+	// paused is set while the process is SIGSTOPped.
+	paused bool
+	// expectExit is set when the runner stops the process on purpose.
+	expectExit bool
+}
+
+// incarnations are every replica process started, for the checker.
+type incarnations struct {
+	all   []*replica
+	live  map[string]*replica
+	count map[string]int
+}
+
+func (r *Runner) startReplica(id string) error {
+	n := r.reps.count[id]
+	r.reps.count[id] = n + 1
+	base := filepath.Join(r.dir, id+"."+strconv.Itoa(n))
+	logf, err := os.Create(base + ".log")
+	if err != nil {
+		return err
+	}
+	lease := r.o.LeaseDuration
+	cmd := exec.Command(r.o.Binary, "run",
+		"--kubeconfig", r.kubeconfig, "--namespace", Namespace, "--replica-id", id,
+		"--replicate-kind", fleet.ExampleKind,
+		"--lease-duration", lease.String(), "--renew-deadline", r.renewDeadline().String(), "--retry-period", (lease / 8).String(),
+		"--probe-interval", "1s", "--shutdown-timeout", "20s", "--ownership-journal", base+".journal",
+		"--metrics-bind-address", "0", "--health-probe-bind-address", "0")
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		_ = logf.Close()
+		return err
+	}
+	rep := &replica{id: id, journal: base + ".journal", cmd: cmd, exited: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait()
+		_ = logf.Close()
+		close(rep.exited)
+	}()
+	r.reps.all = append(r.reps.all, rep)
+	r.reps.live[id] = rep
+	return nil
+}
+
+func (r *Runner) renewDeadline() time.Duration { return r.o.LeaseDuration / 2 }
+
+// kill SIGKILLs a replica and waits until it is gone.
+func (r *Runner) kill(id string) {
+	rep := r.reps.live[id]
+	rep.expectExit = true
+	_ = rep.cmd.Process.Signal(syscall.SIGKILL)
+	<-rep.exited
+	rep.killedAt = time.Now()
+	delete(r.reps.live, id)
+}
+
+// term SIGTERMs a replica; it must exit with status 0 within 30s.
+func (r *Runner) term(id string) error {
+	rep := r.reps.live[id]
+	rep.expectExit = true
+	_ = rep.cmd.Process.Signal(syscall.SIGTERM)
+	delete(r.reps.live, id)
+	select {
+	case <-rep.exited:
+		rep.killedAt = time.Now()
+	case <-time.After(30 * time.Second):
+		r.reps.live[id] = rep
+		r.kill(id)
+		return fmt.Errorf("%s did not exit within 30s of SIGTERM", id)
+	}
+	if code := rep.cmd.ProcessState.ExitCode(); code != 0 {
+		return fmt.Errorf("%s exited with status %d after SIGTERM", id, code)
+	}
+	return nil
+}
+
+// unexpectedExits lists processes that ended without the runner asking (I4).
+func (r *Runner) unexpectedExits() []string {
+	var out []string
+	for _, rep := range r.reps.all {
+		select {
+		case <-rep.exited:
+			if !rep.expectExit {
+				out = append(out, fmt.Sprintf("%s exited on its own: %v", rep.id, rep.cmd.ProcessState))
+			}
+		default:
+		}
+	}
+	return out
+}

@@ -1,0 +1,181 @@
+package drill
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/clustershard/clustershard/deploy"
+	"github.com/clustershard/clustershard/internal/fleet"
+	"github.com/clustershard/clustershard/internal/localcluster"
+	"github.com/clustershard/clustershard/internal/scheme"
+)
+
+// Namespace holds the drill's Leases and kubeconfig Secrets.
+const Namespace = "clustershard-system"
+
+// Scenarios are the faults the runner knows, in the order it runs them.
+var Scenarios = []string{"kill", "term", "pause"}
+
+// Options size and time a drill.
+type Options struct {
+	// Binary is the clustershard binary run as replicas.
+	Binary            string
+	Replicas          int
+	Remotes           int
+	ClustersPerRemote int
+	ObjectsPerCluster int
+	LeaseDuration     time.Duration
+	// Scenarios to run, from Scenarios.
+	Scenarios []string
+	// Converge bounds I3: every object synced after a fault.
+	Converge time.Duration
+	// Dir keeps the replicas' logs and journals; empty: a temporary
+	// directory removed afterwards.
+	Dir string
+	Out io.Writer
+}
+
+func (o *Options) validate() error {
+	var errs []error
+	if o.Replicas < 2 || o.Remotes < 1 || o.ClustersPerRemote < 1 || o.ObjectsPerCluster < 0 {
+		errs = append(errs, errors.New("a drill needs --replicas ≥ 2, --remotes ≥ 1, --clusters-per-remote ≥ 1, --objects-per-cluster ≥ 0"))
+	}
+	if o.LeaseDuration < 2*time.Second {
+		errs = append(errs, errors.New("--lease-duration must be at least 2s"))
+	}
+	for _, s := range o.Scenarios {
+		if !slices.Contains(Scenarios, s) {
+			errs = append(errs, fmt.Errorf("unknown scenario %q (known: %v)", s, Scenarios))
+		}
+	}
+	if len(o.Scenarios) == 0 {
+		errs = append(errs, errors.New("no scenario"))
+	}
+	return errors.Join(errs...)
+}
+
+// Runner runs one drill.
+type Runner struct {
+	o          Options
+	dir        string
+	kubeconfig string
+	cp         *localcluster.ControlPlane
+	c          client.Client
+	clusters   []fleet.Cluster
+	remotes    []client.Client
+	reps       incarnations
+}
+
+// Run starts a local control plane and the replicas, runs every scenario
+// and returns the report; err is for a drill that could not run at all.
+func Run(ctx context.Context, o Options) (*Report, error) {
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	if o.Out == nil {
+		o.Out = io.Discard
+	}
+	if o.Converge == 0 {
+		o.Converge = 60 * time.Second
+	}
+	r := &Runner{o: o, reps: incarnations{live: map[string]*replica{}, count: map[string]int{}}}
+	rep, err := r.run(ctx)
+	return rep, errors.Join(err, r.cleanup())
+}
+
+func (r *Runner) logf(format string, args ...any) { fmt.Fprintf(r.o.Out, format+"\n", args...) }
+
+func (r *Runner) run(ctx context.Context) (*Report, error) {
+	var err error
+	r.dir = r.o.Dir
+	if r.dir == "" {
+		if r.dir, err = os.MkdirTemp("", "clustershard-drill-"); err != nil {
+			return nil, err
+		}
+	}
+	crds, err := deploy.CRDs(true)
+	if err != nil {
+		return nil, err
+	}
+	r.logf("==> control plane: management + %d remotes", r.o.Remotes)
+	if r.cp, err = localcluster.Start(ctx, localcluster.Options{Remotes: r.o.Remotes, CRDs: crds}); err != nil {
+		return nil, err
+	}
+	r.kubeconfig = filepath.Join(r.dir, "management.kubeconfig")
+	if err := os.WriteFile(r.kubeconfig, r.cp.Management.KubeConfig, 0o600); err != nil {
+		return nil, err
+	}
+	if r.c, err = checkerClient(r.cp.Management); err != nil {
+		return nil, err
+	}
+	for _, rc := range r.cp.Remotes {
+		c, err := checkerClient(rc)
+		if err != nil {
+			return nil, err
+		}
+		r.remotes = append(r.remotes, c)
+	}
+	if r.clusters, err = fleet.Populate(ctx, r.c, r.cp, fleet.Options{
+		Namespace: Namespace, ScopePrefix: "drill-", ClustersPerRemote: r.o.ClustersPerRemote, ObjectsPerCluster: r.o.ObjectsPerCluster,
+	}); err != nil {
+		return nil, err
+	}
+	r.logf("==> %d replicas, %d clusters, %d objects (logs and journals in %s)", r.o.Replicas, len(r.clusters), len(r.clusters)*r.o.ObjectsPerCluster, r.dir)
+	for i := range r.o.Replicas {
+		if err := r.startReplica(replicaID(i)); err != nil {
+			return nil, err
+		}
+	}
+	if err := r.settle(ctx, 120*time.Second); err != nil {
+		return nil, fmt.Errorf("initial settle: %w", err)
+	}
+	report := &Report{Machine: machine(), Replicas: r.o.Replicas, Clusters: len(r.clusters),
+		Objects: len(r.clusters) * r.o.ObjectsPerCluster, LeaseDuration: r.o.LeaseDuration.String()}
+	for _, name := range r.o.Scenarios {
+		res := r.scenario(ctx, name)
+		report.Scenarios = append(report.Scenarios, res)
+		r.logf("%s", res.Line())
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return report, nil
+}
+
+// checkerClient is an admin client of a cluster that the checks' polling
+// does not throttle.
+func checkerClient(c *localcluster.Cluster) (client.Client, error) {
+	cfg := rest.CopyConfig(c.Config)
+	cfg.QPS, cfg.Burst = 500, 1000
+	return client.New(cfg, client.Options{Scheme: scheme.New()})
+}
+
+// remote returns an admin client of remote API server i.
+func (r *Runner) remote(i int) client.Client { return r.remotes[i] }
+
+func replicaID(i int) string { return fmt.Sprintf("replica-%d", i) }
+
+// cleanup stops every replica gracefully, the control plane, and removes the
+// temporary directory.
+func (r *Runner) cleanup() error {
+	var errs []error
+	for id := range r.reps.live {
+		errs = append(errs, r.term(id))
+	}
+	if r.cp != nil {
+		errs = append(errs, r.cp.Stop())
+	}
+	if r.o.Dir == "" && r.dir != "" {
+		errs = append(errs, os.RemoveAll(r.dir))
+	}
+	return errors.Join(errs...)
+}

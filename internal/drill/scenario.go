@@ -1,0 +1,278 @@
+package drill
+
+import (
+	"context"
+	"fmt"
+	"syscall"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	examplev1alpha1 "github.com/clustershard/clustershard/api/example/v1alpha1"
+	"github.com/clustershard/clustershard/controllers/replication"
+	"github.com/clustershard/clustershard/shard"
+)
+
+// holders returns the holder of every cluster Lease.
+func (r *Runner) holders(ctx context.Context) (map[string]string, error) {
+	var list coordinationv1.LeaseList
+	if err := r.c.List(ctx, &list, client.InNamespace(Namespace), client.MatchingLabels{shard.RoleLabel: "cluster"}); err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, l := range list.Items {
+		if l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "" {
+			out[l.Annotations[shard.ClusterAnnotation]] = *l.Spec.HolderIdentity
+		}
+	}
+	return out, nil
+}
+
+// journals reads every incarnation's journal.
+func (r *Runner) journals() (map[*replica][]shard.JournalEntry, error) {
+	out := map[*replica][]shard.JournalEntry{}
+	for _, rep := range r.reps.all {
+		entries, err := ReadJournal(rep.journal)
+		if err != nil {
+			return nil, err
+		}
+		out[rep] = entries
+	}
+	return out, nil
+}
+
+// runningSince returns, per cluster, when a live replica holding its Lease
+// first reported its manager running at or after since (zero if not yet).
+func (r *Runner) runningSince(ctx context.Context, since time.Time) (map[string]time.Time, error) {
+	holders, err := r.holders(ctx)
+	if err != nil {
+		return nil, err
+	}
+	js, err := r.journals()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]time.Time{}
+	for rep, entries := range js {
+		if r.reps.live[rep.id] != rep || rep.paused {
+			continue
+		}
+		for _, e := range entries {
+			if e.Event == shard.JournalRunning && holders[e.Cluster] == rep.id && !e.Time.Before(since) {
+				if t, ok := out[e.Cluster]; !ok || e.Time.Before(t) {
+					out[e.Cluster] = e.Time
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// settle waits until every cluster is held by a live replica whose manager
+// for it runs.
+func (r *Runner) settle(ctx context.Context, timeout time.Duration) error {
+	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		running, err := r.runningSince(ctx, time.Time{})
+		if err != nil {
+			return false, nil //nolint:nilerr // journals are being written; retry
+		}
+		return len(running) == len(r.clusters), nil
+	})
+}
+
+// victim picks the live replica holding the most clusters and returns them.
+func (r *Runner) victim(ctx context.Context) (string, []string, error) {
+	holders, err := r.holders(ctx)
+	if err != nil {
+		return "", nil, err
+	}
+	by := map[string][]string{}
+	for c, h := range holders {
+		by[h] = append(by[h], c)
+	}
+	best := ""
+	for id := range r.reps.live {
+		if best == "" || len(by[id]) > len(by[best]) || (len(by[id]) == len(by[best]) && id < best) {
+			best = id
+		}
+	}
+	return best, by[best], nil
+}
+
+// scenario injects one fault and checks the invariants.
+func (r *Runner) scenario(ctx context.Context, name string) Result {
+	res := Result{Scenario: name}
+	generation := fmt.Sprintf("%ds", 31+len(r.reps.all))
+	if err := r.bumpObjects(ctx, generation); err != nil {
+		return res.fail("I3", "update sources: %v", err)
+	}
+	victim, owned, err := r.victim(ctx)
+	if err != nil {
+		return res.fail("I2", "read Leases: %v", err)
+	}
+	res.Victim, res.Moved = victim, len(owned)
+	bound := r.o.LeaseDuration + 5*time.Second
+	fault := time.Now()
+	var after func() error
+	switch name {
+	case "kill":
+		r.kill(victim)
+		after = func() error { return r.startReplica(victim) }
+	case "term":
+		bound = 2 * time.Second
+		if err := r.term(victim); err != nil {
+			res.note("I4", "%v", err)
+		}
+		after = func() error { return r.startReplica(victim) }
+	case "pause":
+		rep := r.reps.live[victim]
+		_ = rep.cmd.Process.Signal(syscall.SIGSTOP)
+		rep.paused = true
+		after = func() error {
+			// Stopped for longer than the lease duration; the zombie wakes
+			// fenced and must not write (I1 covers it from its journal).
+			time.Sleep(max(0, r.o.LeaseDuration+time.Second-time.Since(fault)))
+			err := rep.cmd.Process.Signal(syscall.SIGCONT)
+			rep.paused = false
+			return err
+		}
+	}
+	res.Recovery = r.recovery(ctx, owned, fault, bound+10*time.Second)
+	for _, c := range owned {
+		d, ok := res.Recovery[c]
+		if !ok {
+			res.note("I2", "%s not running again within %v", c, bound+10*time.Second)
+		} else if d > bound {
+			res.note("I2", "%s running again after %v > bound %v", c, d, bound)
+		}
+	}
+	res.Bound = bound.String()
+	if err := after(); err != nil {
+		res.note("I4", "after the fault: %v", err)
+	}
+	if err := r.settle(ctx, 60*time.Second); err != nil {
+		res.note("I2", "fleet not settled within 60s after the fault: %v", err)
+	}
+	r.converged(ctx, &res, generation)
+	r.exclusive(&res)
+	for _, u := range r.unexpectedExits() {
+		res.note("I4", "%s", u)
+	}
+	return res
+}
+
+// recovery waits until each of clusters runs on a live replica after fault
+// (or timeout) and returns the times to recovery.
+func (r *Runner) recovery(ctx context.Context, clusters []string, fault time.Time, timeout time.Duration) map[string]time.Duration {
+	out := map[string]time.Duration{}
+	_ = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		running, err := r.runningSince(ctx, fault)
+		if err != nil {
+			return false, nil //nolint:nilerr // retry
+		}
+		for _, c := range clusters {
+			if t, ok := running[c]; ok {
+				out[c] = t.Sub(fault)
+			}
+		}
+		return len(out) == len(clusters), nil
+	})
+	return out
+}
+
+// bumpObjects gives every source a new spec, so I3 checks the current spec.
+func (r *Runner) bumpObjects(ctx context.Context, duration string) error {
+	var list examplev1alpha1.ExampleChaosList
+	if err := r.c.List(ctx, &list); err != nil {
+		return err
+	}
+	for i := range list.Items {
+		o := &list.Items[i]
+		before := o.DeepCopy()
+		o.Spec.Duration = duration
+		if err := r.c.Patch(ctx, o, client.MergeFrom(before)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// converged checks I3 within the bound: every source has its remote copy
+// with the current spec and RemoteSynced=True for its generation; no remote
+// copy without its source; no source stuck in deletion.
+func (r *Runner) converged(ctx context.Context, res *Result, duration string) {
+	var problems []string
+	start := time.Now()
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, r.o.Converge, true, func(ctx context.Context) (bool, error) {
+		problems = r.convergenceProblems(ctx, duration)
+		return len(problems) == 0, nil
+	})
+	res.Converged = time.Since(start).Round(10 * time.Millisecond).String()
+	if err != nil {
+		for _, p := range problems[:min(len(problems), 5)] {
+			res.note("I3", "%s", p)
+		}
+	}
+}
+
+func (r *Runner) convergenceProblems(ctx context.Context, duration string) []string {
+	var problems []string
+	sources := map[string]bool{}
+	for _, cl := range r.clusters {
+		var list examplev1alpha1.ExampleChaosList
+		if err := r.c.List(ctx, &list, client.InNamespace(cl.Scope)); err != nil {
+			return []string{err.Error()}
+		}
+		for _, src := range list.Items {
+			key := cl.Name + "/" + src.Namespace + "/" + src.Name
+			sources[key] = true
+			if !src.DeletionTimestamp.IsZero() {
+				problems = append(problems, key+": source stuck in deletion")
+				continue
+			}
+			cond := meta.FindStatusCondition(src.Status.Conditions, replication.ConditionRemoteSynced)
+			if cond == nil || cond.Status != "True" || cond.ObservedGeneration != src.Generation {
+				problems = append(problems, key+": RemoteSynced not True for the current generation")
+			}
+			var cp examplev1alpha1.ExampleChaos
+			err := r.remote(cl.Remote).Get(ctx, client.ObjectKeyFromObject(&src), &cp)
+			switch {
+			case err != nil:
+				problems = append(problems, key+": no remote copy: "+err.Error())
+			case cp.Spec.Duration != duration || cp.Spec.Action != src.Spec.Action:
+				problems = append(problems, key+": remote copy has an old spec")
+			}
+		}
+		var copies examplev1alpha1.ExampleChaosList
+		if err := r.remote(cl.Remote).List(ctx, &copies, client.InNamespace(cl.Scope), client.MatchingLabels{replication.ClusterLabel: cl.Name}); err != nil {
+			return []string{err.Error()}
+		}
+		for _, cp := range copies.Items {
+			if !sources[cl.Name+"/"+cp.Namespace+"/"+cp.Name] {
+				problems = append(problems, cl.Name+"/"+cp.Namespace+"/"+cp.Name+": remote copy without a source")
+			}
+		}
+	}
+	return problems
+}
+
+// exclusive checks I1 over every journal so far.
+func (r *Runner) exclusive(res *Result) {
+	js, err := r.journals()
+	if err != nil {
+		res.note("I1", "read journals: %v", err)
+		return
+	}
+	var ivs []Interval
+	now := time.Now()
+	for rep, entries := range js {
+		ivs = append(ivs, Intervals(entries, r.renewDeadline(), rep.killedAt, now)...)
+	}
+	res.Intervals = len(ivs)
+	for _, o := range Overlaps(ivs) {
+		res.note("I1", "%s", o)
+	}
+}

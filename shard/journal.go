@@ -1,0 +1,41 @@
+package shard
+
+import "time"
+
+// Journal events: what a replica records about its own write authority, for
+// an external checker (the drill's invariant I1). Times are wall-clock times
+// of this machine.
+const (
+	// JournalRenewed: membership renewal sent at Time succeeded; authority
+	// lasts until Time + RenewDeadline unless renewed again.
+	JournalRenewed = "renewed"
+	// JournalVoid: membership voided at Time (lost, or released on exit).
+	JournalVoid = "void"
+	// JournalOwned: authority over Cluster began at (or after) Time.
+	JournalOwned = "owned"
+	// JournalReleasing and JournalLost: authority over Cluster ended at (or
+	// before) Time, by hand-over or loss.
+	JournalReleasing = "releasing"
+	JournalLost      = "lost"
+	// JournalRunning: the remote manager of Cluster runs here (Time).
+	JournalRunning = "running"
+)
+
+// JournalEntry is one record of Options.Journal.
+type JournalEntry struct {
+	// Time is the wall-clock time of the event.
+	Time time.Time `json:"time"`
+	// Replica is the recording replica.
+	Replica string `json:"replica"`
+	// Event is one of the Journal* constants.
+	Event string `json:"event"`
+	// Cluster is the cluster of a per-cluster event.
+	Cluster string `json:"cluster,omitempty"`
+}
+
+// journal records an entry when Options.Journal is set.
+func (o *Options) journal(at time.Time, event, cluster string) {
+	if o.Journal != nil {
+		o.Journal(JournalEntry{Time: at, Replica: o.Identity, Event: event, Cluster: cluster})
+	}
+}
