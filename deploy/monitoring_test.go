@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/clustershard/clustershard/deploy"
+	"github.com/clustershard/clustershard/internal/metrics"
 	"github.com/clustershard/clustershard/internal/promql"
 )
 
@@ -33,49 +34,7 @@ const (
 
 // exportedMetrics are the metric names a replica's /metrics serves (the
 // clustershard collectors and controller-runtime's), plus Prometheus' up.
-var exportedMetrics = func() map[string]bool {
-	plain := []string{
-		"clustershard_ring_members",
-		"clustershard_clusters",
-		"clustershard_owned_clusters",
-		"clustershard_unowned_clusters",
-		"clustershard_fenced",
-		"clustershard_membership_renew_failures_total",
-		"clustershard_cluster_lease_transitions_total",
-		"clustershard_ownership_writes_total",
-		"clustershard_remote_managers",
-		"clustershard_remote_probe_failures_total",
-		"clustershard_replicated_objects",
-		"clustershard_replication_errors_total",
-		"clustershard_cluster_owned",
-		"clustershard_remote_cluster_up",
-		"controller_runtime_reconcile_total",
-		"controller_runtime_reconcile_errors_total",
-		"controller_runtime_active_workers",
-		"workqueue_depth",
-		"workqueue_adds_total",
-		"workqueue_retries_total",
-		"up",
-	}
-	histograms := []string{
-		"clustershard_handover_duration_seconds",
-		"clustershard_cluster_unmanaged_duration_seconds",
-		"clustershard_remote_probe_duration_seconds",
-		"clustershard_replication_sync_lag_seconds",
-		"controller_runtime_reconcile_time_seconds",
-		"workqueue_queue_duration_seconds",
-	}
-	m := map[string]bool{}
-	for _, n := range plain {
-		m[n] = true
-	}
-	for _, h := range histograms {
-		for _, suffix := range []string{"_bucket", "_sum", "_count"} {
-			m[h+suffix] = true
-		}
-	}
-	return m
-}()
+var exportedMetrics = metrics.SeriesNames()
 
 // ruleFile is a plain Prometheus rules file, decoded into the Prometheus
 // Operator's types, whose field names are Prometheus' own.

@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/clustershard/clustershard/internal/metrics"
 	"github.com/clustershard/clustershard/internal/promql"
 )
 
@@ -37,47 +38,7 @@ var wantRows = []string{
 // allowedMetrics returns the metric names the replicas export (the
 // reference list of clustershard's metrics, controller-runtime's standard
 // ones and Prometheus' up), with the series of each histogram.
-func allowedMetrics() map[string]bool {
-	names := []string{
-		"clustershard_ring_members",
-		"clustershard_clusters",
-		"clustershard_owned_clusters",
-		"clustershard_unowned_clusters",
-		"clustershard_fenced",
-		"clustershard_membership_renew_failures_total",
-		"clustershard_cluster_lease_transitions_total",
-		"clustershard_ownership_writes_total",
-		"clustershard_remote_managers",
-		"clustershard_remote_probe_failures_total",
-		"clustershard_replicated_objects",
-		"clustershard_replication_errors_total",
-		"clustershard_cluster_owned",
-		"clustershard_remote_cluster_up",
-		"controller_runtime_reconcile_total",
-		"controller_runtime_reconcile_errors_total",
-		"controller_runtime_reconcile_time_seconds_bucket",
-		"controller_runtime_active_workers",
-		"workqueue_depth",
-		"workqueue_adds_total",
-		"workqueue_queue_duration_seconds_bucket",
-		"workqueue_retries_total",
-		"up",
-	}
-	histograms := []string{
-		"clustershard_handover_duration_seconds",
-		"clustershard_cluster_unmanaged_duration_seconds",
-		"clustershard_remote_probe_duration_seconds",
-		"clustershard_replication_sync_lag_seconds",
-	}
-	for _, h := range histograms {
-		names = append(names, h+"_bucket", h+"_sum", h+"_count")
-	}
-	allowed := map[string]bool{}
-	for _, n := range names {
-		allowed[n] = true
-	}
-	return allowed
-}
+func allowedMetrics() map[string]bool { return metrics.SeriesNames() }
 
 func TestQueriesParseAndUseExportedMetrics(t *testing.T) {
 	queries, err := Queries()

@@ -105,8 +105,8 @@ func (r *Runner) victim(ctx context.Context) (string, []string, error) {
 // scenario injects one fault and checks the invariants.
 func (r *Runner) scenario(ctx context.Context, name string) Result {
 	res := Result{Scenario: name}
-	generation := fmt.Sprintf("%ds", 31+len(r.reps.all))
-	if err := r.bumpObjects(ctx, generation); err != nil {
+	duration := fmt.Sprintf("%ds", 31+len(r.reps.all)) // a new spec.duration per scenario
+	if err := r.bumpObjects(ctx, duration); err != nil {
 		return res.fail("I3", "update sources: %v", err)
 	}
 	victim, owned, err := r.victim(ctx)
@@ -156,7 +156,7 @@ func (r *Runner) scenario(ctx context.Context, name string) Result {
 	if err := r.settle(ctx, 60*time.Second); err != nil {
 		res.note("I2", "fleet not settled within 60s after the fault: %v", err)
 	}
-	r.converged(ctx, &res, generation)
+	r.converged(ctx, &res, duration)
 	r.exclusive(&res)
 	for _, u := range r.unexpectedExits() {
 		res.note("I4", "%s", u)
