@@ -55,6 +55,8 @@ func (r *Reconciler) sourcesOfCluster(ctx context.Context, o client.Object) []re
 	list := &unstructured.UnstructuredList{}
 	list.SetGroupVersionKind(r.Kind.GVK.GroupVersion().WithKind(r.Kind.GVK.Kind + "List"))
 	if err := r.Client.List(ctx, list, client.MatchingFields{ClusterIndex: o.GetName()}); err != nil {
+		// Lost events are not retried: say so loudly.
+		ctrl.LoggerFrom(ctx).Error(err, "Cannot list the sources of a cluster", "cluster", o.GetName())
 		return nil
 	}
 	reqs := make([]reconcile.Request, 0, len(list.Items))

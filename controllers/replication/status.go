@@ -19,7 +19,8 @@ const (
 )
 
 // SetRemoteSynced applies the RemoteSynced condition to a source's status
-// when it differs from what the source shows. It returns whether it wrote.
+// when it differs from what the source shows (status, reason, message or the
+// generation it was observed at). It returns whether it wrote.
 func SetRemoteSynced(ctx context.Context, c client.Client, src *unstructured.Unstructured, ok bool, reason, message string) (bool, error) {
 	status := string(metav1.ConditionFalse)
 	if ok {
@@ -32,7 +33,8 @@ func SetRemoteSynced(ctx context.Context, c client.Client, src *unstructured.Uns
 		if m["type"] != ConditionRemoteSynced {
 			continue
 		}
-		if m["status"] == status && m["reason"] == reason && m["message"] == message {
+		observed, _, _ := unstructured.NestedInt64(m, "observedGeneration")
+		if m["status"] == status && m["reason"] == reason && m["message"] == message && observed == src.GetGeneration() {
 			return false, nil
 		}
 		if m["status"] == status {

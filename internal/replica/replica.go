@@ -100,6 +100,11 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (*Replica, error) {
 		LeaderElection:          false,
 		GracefulShutdownTimeout: &grace,
 		Controller:              config.Controller{SkipNameValidation: &o.SeveralPerProcess},
+		// Replicated kinds are unstructured: read them from the cache too
+		// (controller-runtime reads unstructured objects from the API server
+		// by default, where the cluster field index does not exist, so a
+		// cluster event found none of its sources).
+		Client: client.Options{Cache: &client.CacheOptions{Unstructured: true}},
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
 			&coordinationv1.Lease{}: {Namespaces: map[string]cache.Config{o.Namespace: {}}},
 		}},
