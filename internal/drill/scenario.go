@@ -206,8 +206,8 @@ func (r *Runner) bumpObjects(ctx context.Context, duration string) error {
 func (r *Runner) converged(ctx context.Context, res *Result, duration string) {
 	var problems []string
 	start := time.Now()
-	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, r.o.Converge, true, func(ctx context.Context) (bool, error) {
-		problems = r.convergenceProblems(ctx, duration)
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, r.o.Converge, true, func(context.Context) (bool, error) {
+		problems = r.convergenceProblems(ctx, duration) // not the poll's context: its deadline would end the last check
 		return len(problems) == 0, nil
 	})
 	res.Converged = time.Since(start).Round(10 * time.Millisecond).String()
@@ -234,8 +234,12 @@ func (r *Runner) convergenceProblems(ctx context.Context, duration string) []str
 				continue
 			}
 			cond := meta.FindStatusCondition(src.Status.Conditions, replication.ConditionRemoteSynced)
-			if cond == nil || cond.Status != "True" || cond.ObservedGeneration != src.Generation {
-				problems = append(problems, key+": RemoteSynced not True for the current generation")
+			switch {
+			case cond == nil:
+				problems = append(problems, key+": no RemoteSynced condition")
+			case cond.Status != "True" || cond.ObservedGeneration != src.Generation:
+				problems = append(problems, fmt.Sprintf("%s: RemoteSynced %s for generation %d of %d: %s: %s",
+					key, cond.Status, cond.ObservedGeneration, src.Generation, cond.Reason, cond.Message))
 			}
 			var cp examplev1alpha1.ExampleChaos
 			err := r.remote(cl.Remote).Get(ctx, client.ObjectKeyFromObject(&src), &cp)
