@@ -23,7 +23,7 @@ import (
 const Namespace = "clustershard-system"
 
 // Scenarios are the faults the runner knows, in the order it runs them.
-var Scenarios = []string{"kill", "term", "pause"}
+var Scenarios = []string{"kill", "term", "pause", "rolling", "remote-down", "kubeconfig", "lease-tamper", "scale"}
 
 // Options size and time a drill.
 type Options struct {

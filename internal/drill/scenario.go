@@ -3,7 +3,6 @@ package drill
 import (
 	"context"
 	"fmt"
-	"syscall"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -83,6 +82,21 @@ func (r *Runner) settle(ctx context.Context, timeout time.Duration) error {
 	})
 }
 
+// clustersOf returns the clusters replica id holds.
+func (r *Runner) clustersOf(ctx context.Context, id string) ([]string, error) {
+	holders, err := r.holders(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for c, h := range holders {
+		if h == id {
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
 // victim picks the live replica holding the most clusters and returns them.
 func (r *Runner) victim(ctx context.Context) (string, []string, error) {
 	holders, err := r.holders(ctx)
@@ -104,64 +118,58 @@ func (r *Runner) victim(ctx context.Context) (string, []string, error) {
 
 // scenario injects one fault and checks the invariants.
 func (r *Runner) scenario(ctx context.Context, name string) Result {
-	res := Result{Scenario: name}
-	duration := fmt.Sprintf("%ds", 31+len(r.reps.all)) // a new spec.duration per scenario
+	res := Result{Scenario: name, Recovery: map[string]time.Duration{}}
+	duration := fmt.Sprintf("%ds", 31+len(r.reps.all)+len(res.Scenario)) // a new spec.duration per scenario
 	if err := r.bumpObjects(ctx, duration); err != nil {
 		return res.fail("I3", "update sources: %v", err)
 	}
-	victim, owned, err := r.victim(ctx)
-	if err != nil {
-		return res.fail("I2", "read Leases: %v", err)
-	}
-	res.Victim, res.Moved = victim, len(owned)
-	bound := r.o.LeaseDuration + 5*time.Second
-	fault := time.Now()
-	var after func() error
-	switch name {
-	case "kill":
-		r.kill(victim)
-		after = func() error { return r.startReplica(victim) }
-	case "term":
-		bound = 2 * time.Second
-		if err := r.term(victim); err != nil {
-			res.note("I4", "%v", err)
-		}
-		after = func() error { return r.startReplica(victim) }
-	case "pause":
-		rep := r.reps.live[victim]
-		_ = rep.cmd.Process.Signal(syscall.SIGSTOP)
-		rep.paused = true
-		after = func() error {
-			// Stopped for longer than the lease duration; the zombie wakes
-			// fenced and must not write (I1 covers it from its journal).
-			time.Sleep(max(0, r.o.LeaseDuration+time.Second-time.Since(fault)))
-			err := rep.cmd.Process.Signal(syscall.SIGCONT)
-			rep.paused = false
-			return err
-		}
-	}
-	res.Recovery = r.recovery(ctx, owned, fault, bound+10*time.Second)
-	for _, c := range owned {
-		d, ok := res.Recovery[c]
-		if !ok {
-			res.note("I2", "%s not running again within %v", c, bound+10*time.Second)
-		} else if d > bound {
-			res.note("I2", "%s running again after %v > bound %v", c, d, bound)
-		}
-	}
-	res.Bound = bound.String()
-	if err := after(); err != nil {
-		res.note("I4", "after the fault: %v", err)
+	if err := faults[name](ctx, r, &res); err != nil {
+		res.note("I4", "%s: %v", name, err)
 	}
 	if err := r.settle(ctx, 60*time.Second); err != nil {
 		res.note("I2", "fleet not settled within 60s after the fault: %v", err)
 	}
-	r.converged(ctx, &res, duration)
+	if err := r.bumpObjects(ctx, duration+"0"); err != nil { // and once more after it
+		res.note("I3", "update sources: %v", err)
+	}
+	r.converged(ctx, &res, duration+"0")
 	r.exclusive(&res)
 	for _, u := range r.unexpectedExits() {
 		res.note("I4", "%s", u)
 	}
 	return res
+}
+
+// graceful and crash are the recovery bounds of I2.
+func (r *Runner) crashBound() time.Duration { return r.o.LeaseDuration + 5*time.Second }
+
+const gracefulBound = 2 * time.Second
+
+// moved measures I2 for clusters that lost their manager at fault: each must
+// run again on a live owner within bound. label prefixes the clusters in
+// the report (a scenario may move clusters several times).
+func (r *Runner) moved(ctx context.Context, res *Result, label string, clusters []string, fault time.Time, bound time.Duration) {
+	got := r.recovery(ctx, clusters, fault, bound+10*time.Second)
+	res.Moved += len(clusters)
+	if b, err := time.ParseDuration(res.Bound); err != nil || bound > b {
+		res.Bound = bound.String() // the largest bound of the scenario
+	}
+	for _, c := range clusters {
+		d, ok := got[c]
+		key := c
+		if label != "" {
+			key = label + "/" + c
+		}
+		switch {
+		case !ok:
+			res.note("I2", "%s not running again within %v", key, bound+10*time.Second)
+		case d > bound:
+			res.note("I2", "%s running again after %v > bound %v", key, d, bound)
+		}
+		if ok {
+			res.Recovery[key] = d
+		}
+	}
 }
 
 // recovery waits until each of clusters runs on a live replica after fault

@@ -8,7 +8,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
+	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/clustershard/clustershard/internal/drill"
 )
@@ -28,6 +30,7 @@ func drillCommand() *cobra.Command {
 				return err
 			}
 			o.Binary, o.Out = self, cmd.OutOrStdout()
+			ctrl.SetLogger(logr.Discard()) // the report is the output; replicas log to files
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			return runDrill(ctx, o, report)
