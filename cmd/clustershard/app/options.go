@@ -78,7 +78,7 @@ func (o *options) addRun(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.probeInterval, "probe-interval", 10*time.Second, "How often each remote API server is probed.")
 	fs.DurationVar(&o.probeTimeout, "probe-timeout", 5*time.Second, "Timeout of one probe.")
 	fs.IntVar(&o.probeFailures, "probe-failures", 3, "Failed probes in a row before Connected=False.")
-	fs.StringVar(&o.journal, "ownership-journal", "", "Append this replica's authority events (membership renewals, clusters owned, released, lost, managers running) as JSON lines to this file, for `clustershard drill`'s invariant checker.")
+	fs.StringVar(&o.journal, "ownership-journal", "", "Append this replica's authority events (membership renewals, clusters owned, released, lost, managers running) as JSON lines to `file`, for the invariant checker of clustershard drill.")
 	fs.BoolVar(&o.perCluster, "per-cluster-metrics", true, "Export series labelled by cluster name (clustershard_cluster_owned, clustershard_remote_cluster_up, remote controllers' own series); turn off for very large fleets.")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Metrics endpoint address; 0 disables it.")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "healthz/readyz address; 0 disables it.")
