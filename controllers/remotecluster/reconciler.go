@@ -88,6 +88,8 @@ type Reconciler struct {
 	ProbeTimeout time.Duration
 	// Resync re-reconciles owned clusters periodically (default 1m).
 	Resync time.Duration
+	// Workers is how many clusters reconcile at once (DefaultWorkers if 0).
+	Workers int
 
 	mu      sync.Mutex
 	spawned map[string]string // cluster -> kubeconfig hash of the running manager

@@ -6,6 +6,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -17,6 +18,9 @@ import (
 // SecretIndex indexes RemoteClusters by "namespace/name" of their kubeconfig Secret.
 const SecretIndex = "spec.kubeConfig.secretRef"
 
+// DefaultWorkers is how many clusters the controller reconciles at once.
+const DefaultWorkers = 8
+
 // SetupWithManager registers the controller: RemoteClusters, the Secrets
 // they reference, and the cluster events of the notifier.
 func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, events <-chan event.GenericEvent) error {
@@ -26,8 +30,16 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, eve
 	}); err != nil {
 		return err
 	}
+	workers := r.Workers
+	if workers <= 0 {
+		workers = DefaultWorkers
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
+		// Clusters reconcile in parallel (one key never twice at once):
+		// after a crash a replica spawns many remote managers, and each
+		// waits for its caches to sync.
+		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
 		For(&v1alpha1.RemoteCluster{}).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.clustersOfSecret)).
 		WatchesRawSource(source.Channel(events, &handler.EnqueueRequestForObject{})).

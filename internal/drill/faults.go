@@ -29,6 +29,7 @@ var faults = map[string]fault{
 	"kill":         killFault,
 	"term":         termFault,
 	"pause":        pauseFault,
+	"partition":    partitionFault,
 	"rolling":      rollingFault,
 	"remote-down":  remoteDownFault,
 	"kubeconfig":   kubeconfigFault,
@@ -81,6 +82,27 @@ func pauseFault(ctx context.Context, r *Runner, res *Result) error {
 	})
 	rep.paused = false
 	return rep.cmd.Process.Signal(syscall.SIGCONT)
+}
+
+// partitionFault cuts one replica's connections to the management API
+// server (its proxy closes them and refuses new ones) for longer than the
+// lease duration, then heals: the replica fences itself, the others take
+// its clusters, and it rejoins afterwards.
+func partitionFault(ctx context.Context, r *Runner, res *Result) error {
+	victim, owned, err := r.victim(ctx)
+	if err != nil {
+		return err
+	}
+	res.Victim = victim
+	p := r.proxies[victim]
+	at := time.Now()
+	p.Cut()
+	r.moved(ctx, res, "", owned, at, r.crashBound())
+	_ = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		return time.Since(at) > r.o.LeaseDuration+time.Second, nil
+	})
+	p.Heal()
+	return nil
 }
 
 // rollingFault restarts every replica, highest ordinal first, as a

@@ -2,12 +2,15 @@ package drill
 
 import (
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"syscall"
 	"time"
+
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/clustershard/clustershard/internal/fleet"
 )
@@ -42,9 +45,14 @@ func (r *Runner) startReplica(id string) error {
 	if err != nil {
 		return err
 	}
+	kubeconfig, err := r.replicaKubeconfig(id)
+	if err != nil {
+		_ = logf.Close()
+		return err
+	}
 	lease := r.o.LeaseDuration
 	cmd := exec.Command(r.o.Binary, "run",
-		"--kubeconfig", r.kubeconfig, "--namespace", Namespace, "--replica-id", id,
+		"--kubeconfig", kubeconfig, "--namespace", Namespace, "--replica-id", id,
 		"--replicate-kind", fleet.ExampleKind,
 		"--lease-duration", lease.String(), "--renew-deadline", r.renewDeadline().String(), "--retry-period", (lease / 8).String(),
 		"--probe-interval", "1s", "--shutdown-timeout", "20s", "--ownership-journal", base+".journal",
@@ -64,6 +72,32 @@ func (r *Runner) startReplica(id string) error {
 	r.reps.all = append(r.reps.all, rep)
 	r.reps.live[id] = rep
 	return nil
+}
+
+// replicaKubeconfig returns the kubeconfig of replica id: the management
+// cluster's, reached through the replica's own proxy (made on first use).
+func (r *Runner) replicaKubeconfig(id string) (string, error) {
+	path := filepath.Join(r.dir, id+".kubeconfig")
+	if _, ok := r.proxies[id]; ok {
+		return path, nil
+	}
+	cfg, err := clientcmd.Load(r.cp.Management.KubeConfig)
+	if err != nil {
+		return "", err
+	}
+	target, err := url.Parse(r.cp.Management.Config.Host)
+	if err != nil {
+		return "", err
+	}
+	p, err := newProxy(target.Host)
+	if err != nil {
+		return "", err
+	}
+	r.proxies[id] = p
+	for _, c := range cfg.Clusters {
+		c.Server = "https://" + p.Addr()
+	}
+	return path, clientcmd.WriteToFile(*cfg, path)
 }
 
 func (r *Runner) renewDeadline() time.Duration { return r.o.LeaseDuration / 2 }

@@ -23,7 +23,7 @@ import (
 const Namespace = "clustershard-system"
 
 // Scenarios are the faults the runner knows, in the order it runs them.
-var Scenarios = []string{"kill", "term", "pause", "rolling", "remote-down", "kubeconfig", "lease-tamper", "scale"}
+var Scenarios = []string{"kill", "term", "pause", "partition", "rolling", "remote-down", "kubeconfig", "lease-tamper", "scale"}
 
 // Options size and time a drill.
 type Options struct {
@@ -73,6 +73,7 @@ type Runner struct {
 	clusters   []fleet.Cluster
 	remotes    []client.Client
 	reps       incarnations
+	proxies    map[string]*proxy // by replica id: its way to the management API server
 }
 
 // Run starts a local control plane and the replicas, runs every scenario
@@ -87,7 +88,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if o.Converge == 0 {
 		o.Converge = 60 * time.Second
 	}
-	r := &Runner{o: o, reps: incarnations{live: map[string]*replica{}, count: map[string]int{}}}
+	r := &Runner{o: o, reps: incarnations{live: map[string]*replica{}, count: map[string]int{}}, proxies: map[string]*proxy{}}
 	rep, err := r.run(ctx)
 	return rep, errors.Join(err, r.cleanup())
 }
@@ -170,6 +171,9 @@ func (r *Runner) cleanup() error {
 	var errs []error
 	for id := range r.reps.live {
 		errs = append(errs, r.term(id))
+	}
+	for _, p := range r.proxies {
+		errs = append(errs, p.Close())
 	}
 	if r.cp != nil {
 		errs = append(errs, r.cp.Stop())
