@@ -689,7 +689,9 @@ func (c *Coordinator) releaseLease(ctx context.Context, name string, abandon, re
 	}
 	if err != nil {
 		c.log.Error(err, "Cannot release cluster Lease", "cluster", name)
+		return
 	}
+	c.o.journal(time.Now(), JournalReleased, name)
 }
 
 func (c *Coordinator) setPhase(name string, from, to phase) *cluster {

@@ -17,6 +17,9 @@ const (
 	// before) Time, by hand-over or loss.
 	JournalReleasing = "releasing"
 	JournalLost      = "lost"
+	// JournalReleased: the Lease of Cluster was written free, abandoned or
+	// deleted (Time: after the write), once its manager stopped.
+	JournalReleased = "released"
 	// JournalRunning: the remote manager of Cluster runs here (Time).
 	JournalRunning = "running"
 )

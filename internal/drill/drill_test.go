@@ -37,10 +37,10 @@ func small(bin string, scenarios ...string) drill.Options {
 }
 
 // The smoke drill of make test: kill, term and pause against three replica
-// processes of the real binary, every invariant checked.
+// processes of the real binary, with churn, every invariant checked.
 func TestSmokeDrill(t *testing.T) {
 	o := small(build(t), "kill", "term", "pause")
-	o.Out = testWriter{t}
+	o.Churn, o.Out = true, testWriter{t}
 	rep, err := drill.Run(t.Context(), o)
 	if err != nil {
 		t.Fatal(err)

@@ -26,15 +26,16 @@ type fault func(ctx context.Context, r *Runner, res *Result) error
 
 // faults by scenario name; Scenarios lists them in their default order.
 var faults = map[string]fault{
-	"kill":         killFault,
-	"term":         termFault,
-	"pause":        pauseFault,
-	"partition":    partitionFault,
-	"rolling":      rollingFault,
-	"remote-down":  remoteDownFault,
-	"kubeconfig":   kubeconfigFault,
-	"lease-tamper": leaseTamperFault,
-	"scale":        scaleFault,
+	"kill":              killFault,
+	"term":              termFault,
+	"pause":             pauseFault,
+	"partition":         partitionFault,
+	"apiserver-restart": apiserverRestartFault,
+	"rolling":           rollingFault,
+	"remote-down":       remoteDownFault,
+	"kubeconfig":        kubeconfigFault,
+	"lease-tamper":      leaseTamperFault,
+	"scale":             scaleFault,
 }
 
 func killFault(ctx context.Context, r *Runner, res *Result) error {
@@ -102,6 +103,35 @@ func partitionFault(ctx context.Context, r *Runner, res *Result) error {
 		return time.Since(at) > r.o.LeaseDuration+time.Second, nil
 	})
 	p.Heal()
+	return nil
+}
+
+// apiserverRestartFault restarts the management API server: replicas lose
+// their watches and renewals for a moment; whoever cannot renew within the
+// renew deadline fences itself, and ownership settles again.
+func apiserverRestartFault(ctx context.Context, r *Runner, res *Result) error {
+	res.Victim = "management"
+	before, err := r.holders(ctx)
+	if err != nil {
+		return err
+	}
+	at := time.Now()
+	if err := r.cp.RestartManagementAPIServer(); err != nil {
+		return err
+	}
+	downtime := time.Since(at)
+	res.Downtime = downtime.Round(time.Millisecond).String()
+	// Replicas that could not renew fence themselves within the renew
+	// deadline: wait that long, then every cluster whose manager stopped
+	// must run again within the crash bound plus the downtime.
+	_ = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		return time.Since(at) > downtime+r.renewDeadline()+time.Second, nil
+	})
+	var all []string
+	for c := range before {
+		all = append(all, c)
+	}
+	r.moved(ctx, res, "", r.stoppedSince(all, at), at, r.crashBound()+downtime)
 	return nil
 }
 

@@ -51,6 +51,10 @@ type Result struct {
 	Bound    string                   `json:"bound"`
 	// Converged is how long I3 took to hold after recovery.
 	Converged string `json:"converged"`
+	// Downtime is how long a restarted API server was away.
+	Downtime string `json:"downtime,omitempty"`
+	// Churn says what the churn did during the fault, if it ran.
+	Churn string `json:"churn,omitempty"`
 	// Intervals is how many authority intervals I1 compared.
 	Intervals int `json:"intervals"`
 	// Violations by invariant (I1..I4); empty when the scenario passed.
@@ -95,6 +99,9 @@ func (r Result) Line() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%-6s %-8s victim %s (%d clusters): recovery median %v max %v (bound %s); converged in %s; I1 over %d intervals",
 		verdict, r.Scenario, r.Victim, r.Moved, med.Round(time.Millisecond), worst.Round(time.Millisecond), r.Bound, r.Converged, r.Intervals)
+	if r.Churn != "" {
+		fmt.Fprintf(&b, "\n       %s", r.Churn)
+	}
 	for _, inv := range []string{"I1", "I2", "I3", "I4"} {
 		status := "ok"
 		if len(r.Violations[inv]) > 0 {

@@ -23,7 +23,7 @@ import (
 const Namespace = "clustershard-system"
 
 // Scenarios are the faults the runner knows, in the order it runs them.
-var Scenarios = []string{"kill", "term", "pause", "partition", "rolling", "remote-down", "kubeconfig", "lease-tamper", "scale"}
+var Scenarios = []string{"kill", "term", "pause", "partition", "apiserver-restart", "rolling", "remote-down", "kubeconfig", "lease-tamper", "scale"}
 
 // Options size and time a drill.
 type Options struct {
@@ -36,6 +36,9 @@ type Options struct {
 	LeaseDuration     time.Duration
 	// Scenarios to run, from Scenarios.
 	Scenarios []string
+	// Churn creates, updates and deletes sources continuously during each
+	// fault.
+	Churn bool
 	// Converge bounds I3: every object synced after a fault.
 	Converge time.Duration
 	// Dir keeps the replicas' logs and journals; empty: a temporary
@@ -74,6 +77,8 @@ type Runner struct {
 	remotes    []client.Client
 	reps       incarnations
 	proxies    map[string]*proxy // by replica id: its way to the management API server
+	churned    int               // churn objects made so far
+	duration   string            // the current spec.duration of every source
 }
 
 // Run starts a local control plane and the replicas, runs every scenario

@@ -3,6 +3,7 @@ package drill
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -123,9 +124,14 @@ func (r *Runner) scenario(ctx context.Context, name string) Result {
 	if err := r.bumpObjects(ctx, duration); err != nil {
 		return res.fail("I3", "update sources: %v", err)
 	}
+	stopChurn := func() string { return "" }
+	if r.o.Churn {
+		stopChurn = r.churn(ctx)
+	}
 	if err := faults[name](ctx, r, &res); err != nil {
 		res.note("I4", "%s: %v", name, err)
 	}
+	res.Churn = stopChurn()
 	if err := r.settle(ctx, 60*time.Second); err != nil {
 		res.note("I2", "fleet not settled within 60s after the fault: %v", err)
 	}
@@ -152,7 +158,7 @@ func (r *Runner) moved(ctx context.Context, res *Result, label string, clusters 
 	got := r.recovery(ctx, clusters, fault, bound+10*time.Second)
 	res.Moved += len(clusters)
 	if b, err := time.ParseDuration(res.Bound); err != nil || bound > b {
-		res.Bound = bound.String() // the largest bound of the scenario
+		res.Bound = bound.Round(time.Millisecond).String() // the largest bound of the scenario
 	}
 	for _, c := range clusters {
 		d, ok := got[c]
@@ -193,6 +199,7 @@ func (r *Runner) recovery(ctx context.Context, clusters []string, fault time.Tim
 
 // bumpObjects gives every source a new spec, so I3 checks the current spec.
 func (r *Runner) bumpObjects(ctx context.Context, duration string) error {
+	r.duration = duration
 	var list examplev1alpha1.ExampleChaosList
 	if err := r.c.List(ctx, &list); err != nil {
 		return err
@@ -201,7 +208,7 @@ func (r *Runner) bumpObjects(ctx context.Context, duration string) error {
 		o := &list.Items[i]
 		before := o.DeepCopy()
 		o.Spec.Duration = duration
-		if err := r.c.Patch(ctx, o, client.MergeFrom(before)); err != nil {
+		if err := r.c.Patch(ctx, o, client.MergeFrom(before)); client.IgnoreNotFound(err) != nil {
 			return err
 		}
 	}
@@ -254,7 +261,7 @@ func (r *Runner) convergenceProblems(ctx context.Context, duration string) []str
 			switch {
 			case err != nil:
 				problems = append(problems, key+": no remote copy: "+err.Error())
-			case cp.Spec.Duration != duration || cp.Spec.Action != src.Spec.Action:
+			case cp.Spec.Duration != src.Spec.Duration || cp.Spec.Action != src.Spec.Action || (src.Spec.Duration != duration && !strings.HasPrefix(src.Name, "churn-")):
 				problems = append(problems, key+": remote copy has an old spec")
 			}
 		}
@@ -287,4 +294,28 @@ func (r *Runner) exclusive(res *Result) {
 	for _, o := range Overlaps(ivs) {
 		res.note("I1", "%s", o)
 	}
+}
+
+// stoppedSince returns the clusters of which some replica gave up authority
+// (releasing or lost) at or after since, by the journals.
+func (r *Runner) stoppedSince(clusters []string, since time.Time) []string {
+	js, err := r.journals()
+	if err != nil {
+		return nil
+	}
+	stopped := map[string]bool{}
+	for _, entries := range js {
+		for _, e := range entries {
+			if (e.Event == shard.JournalReleasing || e.Event == shard.JournalLost) && !e.Time.Before(since) {
+				stopped[e.Cluster] = true
+			}
+		}
+	}
+	var out []string
+	for _, c := range clusters {
+		if stopped[c] {
+			out = append(out, c)
+		}
+	}
+	return out
 }

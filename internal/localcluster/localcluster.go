@@ -59,6 +59,9 @@ type ControlPlane struct {
 
 	env  *envtest.Environment
 	opts Options
+	// managementCerts is the management API server's certificate
+	// directory, fixed so a restart keeps its CA and the admin credentials.
+	managementCerts string
 }
 
 // Start starts the management cluster, then the remotes in parallel. On error
@@ -84,13 +87,19 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, retErr error) {
 		ControlPlaneStartTimeout: opts.StartTimeout,
 		ControlPlaneStopTimeout:  30 * time.Second,
 	}
+	api := cp.env.ControlPlane.GetAPIServer()
 	if opts.Output != nil {
-		api := cp.env.ControlPlane.GetAPIServer()
 		api.Out, api.Err = opts.Output, opts.Output
 		cp.env.ControlPlane.Etcd = &envtest.Etcd{Out: opts.Output, Err: opts.Output}
 	}
+	certs, err := os.MkdirTemp("", "clustershard-management-")
+	if err != nil {
+		return nil, err
+	}
+	api.CertDir, cp.managementCerts = certs, certs
 	cfg, err := cp.env.Start()
 	if err != nil {
+		_ = os.RemoveAll(certs)
 		return nil, fmt.Errorf("start management control plane: %w", err)
 	}
 	defer func() {
@@ -224,6 +233,26 @@ func (c *Cluster) StartAPIServer() error {
 	return nil
 }
 
+// RestartManagementAPIServer kills the management kube-apiserver (SIGKILL,
+// as a crashed API server pod) and starts it again on the same port with the
+// same certificates; etcd and the remotes keep running.
+func (cp *ControlPlane) RestartManagementAPIServer() error {
+	api := cp.env.ControlPlane.GetAPIServer()
+	for _, pid := range childProcs("kube-apiserver", "--cert-dir="+cp.managementCerts) {
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			return fmt.Errorf("kill the management API server: %w", err)
+		}
+	}
+	if err := api.Stop(); err != nil { // reaps the killed process
+		return fmt.Errorf("stop the management API server: %w", err)
+	}
+	if err := api.Start(); err != nil {
+		return fmt.Errorf("restart the management API server: %w", err)
+	}
+	recordChildren(cp.opts.BinDir)
+	return nil
+}
+
 func (c *Cluster) stop(removeData bool) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -251,6 +280,10 @@ func (cp *ControlPlane) Stop() error {
 	if cp.env != nil {
 		errs = append(errs, cp.env.Stop())
 		cp.env = nil
+	}
+	if cp.managementCerts != "" {
+		errs = append(errs, os.RemoveAll(cp.managementCerts))
+		cp.managementCerts = ""
 	}
 	forgetChildren()
 	return errors.Join(errs...)

@@ -44,6 +44,7 @@ func drillCommand() *cobra.Command {
 	fs.DurationVar(&o.LeaseDuration, "lease-duration", 4*time.Second, "Membership lease duration of the replicas.")
 	fs.DurationVar(&o.Converge, "converge-timeout", 60*time.Second, "Bound of convergence (I3) after a fault.")
 	fs.StringSliceVar(&o.Scenarios, "scenarios", drill.Scenarios, "Scenarios to run, in order.")
+	fs.BoolVar(&o.Churn, "churn", false, "Create, update and delete sources continuously during each fault.")
 	fs.StringVar(&o.Dir, "keep-dir", "", "Keep replica logs and ownership journals in this directory.")
 	fs.StringVar(&report, "report", "", "Write the report as JSON to this file.")
 	return cmd
