@@ -95,8 +95,10 @@ demo: controlplane ## Start a local control plane with 3 replicas and show owner
 e2e: controlplane ## Every drill scenario at R=3 M=30 K=300, and Prometheus through a kill drill (needs Debian's prometheus package).
 	@command -v prometheus >/dev/null || { echo "make e2e needs prometheus: apt-get install prometheus"; exit 1; }
 	go build -o $(BIN)/clustershard ./cmd/clustershard
-	$(BIN)/clustershard drill --churn --replicas 3 --remotes 3 --clusters-per-remote 10 --objects-per-cluster 10 --report $(BIN)/drill-report.json
-	go test -tags e2e -count=1 -timeout 30m -v -run 'TestPrometheusDuringKillDrill' ./cmd/clustershard/
+	@status=0; \
+	$(BIN)/clustershard drill --churn --replicas 3 --remotes 3 --clusters-per-remote 10 --objects-per-cluster 10 --report $(BIN)/drill-report.json || status=$$?; \
+	go test -tags e2e -count=1 -timeout 30m -v -run 'TestPrometheusDuringKillDrill' ./cmd/clustershard/ || status=$$?; \
+	exit $$status
 
 .PHONY: bench
 bench: controlplane ## Go benchmarks against the local control plane (the bench/ harness comes with issue 9).

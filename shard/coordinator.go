@@ -363,6 +363,7 @@ func (c *Coordinator) step(ctx context.Context) {
 		return
 	}
 	// Clusters assigned to us: acquire the free ones.
+	var free []string
 	for _, n := range names {
 		if assign[n] != c.o.Identity {
 			delete(c.wanted, n)
@@ -375,19 +376,43 @@ func (c *Coordinator) step(ctx context.Context) {
 		st := c.clusters[n]
 		busy := st != nil && st.phase != phaseFree
 		c.mu.Unlock()
-		if busy {
-			continue
+		if !busy && c.free(ctx, leases[ClusterLeaseName(n)], live, now) {
+			free = append(free, n)
 		}
-		lease := leases[ClusterLeaseName(n)]
-		if !c.free(ctx, lease, live, now) {
-			continue
-		}
-		if err := c.acquire(ctx, n, lease, epoch, c.wanted[n], live); err != nil {
+	}
+	for n, err := range c.acquireAll(ctx, free, leases, epoch, live) {
+		if err != nil {
 			c.log.V(1).Info("Cluster Lease not acquired", "cluster", n, "reason", err.Error())
 			continue
 		}
 		delete(c.wanted, n)
 	}
+}
+
+// acquireParallelism bounds the Lease writes of one pass in flight at once.
+const acquireParallelism = 8
+
+// acquireAll acquires the free clusters in parallel (each is its own Lease,
+// written with optimistic concurrency on the version judged free), so a
+// replica taking over many clusters does not write their Leases one after
+// another. It returns each cluster's error.
+func (c *Coordinator) acquireAll(ctx context.Context, names []string, leases map[string]*coordinationv1.Lease, epoch uint64, live map[string]bool) map[string]error {
+	errs := make([]error, len(names))
+	sem := make(chan struct{}, acquireParallelism)
+	var wg sync.WaitGroup
+	for i, n := range names {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			errs[i] = c.acquire(ctx, n, leases[ClusterLeaseName(n)], epoch, c.wanted[n], live)
+		})
+	}
+	wg.Wait()
+	out := make(map[string]error, len(names))
+	for i, n := range names {
+		out[n] = errs[i]
+	}
+	return out
 }
 
 // unowned counts the clusters no replica may be running a manager for: the
@@ -491,7 +516,8 @@ func (c *Coordinator) free(ctx context.Context, l *coordinationv1.Lease, live ma
 }
 
 // acquire takes the cluster Lease (create, or update on the version read) and
-// then spawns (rule 2: spawn after acquire).
+// then spawns (rule 2: spawn after acquire). acquireAll runs it for several
+// clusters at once: it only reads the step's observer and wanted map.
 func (c *Coordinator) acquire(ctx context.Context, name string, l *coordinationv1.Lease, epoch uint64, assigned time.Time, live map[string]bool) error {
 	unmanagedSince, expired := c.unmanagedSince(l, assigned, live)
 	replaced := ""

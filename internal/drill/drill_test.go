@@ -50,6 +50,9 @@ func TestSmokeDrill(t *testing.T) {
 			t.Errorf("%s", s.Line())
 		}
 	}
+	if len(rep.Leftovers) > 0 {
+		t.Errorf("processes left after the drill: %v", rep.Leftovers)
+	}
 }
 
 // A checker that cannot fail is worthless: a binary built to release the

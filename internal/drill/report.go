@@ -18,6 +18,9 @@ type Report struct {
 	Objects       int      `json:"objects"`
 	LeaseDuration string   `json:"leaseDuration"`
 	Scenarios     []Result `json:"scenarios"`
+	// Leftovers are child processes still alive after the drill's cleanup
+	// (I4: there must be none).
+	Leftovers []string `json:"leftovers,omitempty"`
 }
 
 // Passed reports whether every scenario passed.
@@ -27,7 +30,7 @@ func (r *Report) Passed() bool {
 			return false
 		}
 	}
-	return len(r.Scenarios) > 0
+	return len(r.Scenarios) > 0 && len(r.Leftovers) == 0
 }
 
 // WriteJSON writes the report to path.

@@ -95,7 +95,12 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	r := &Runner{o: o, reps: incarnations{live: map[string]*replica{}, count: map[string]int{}}, proxies: map[string]*proxy{}}
 	rep, err := r.run(ctx)
-	return rep, errors.Join(err, r.cleanup())
+	err = errors.Join(err, r.cleanup())
+	// I4: nothing left behind — no replica, API server or etcd process.
+	if left := localcluster.Children(); rep != nil && len(left) > 0 {
+		rep.Leftovers = left
+	}
+	return rep, err
 }
 
 func (r *Runner) logf(format string, args ...any) { fmt.Fprintf(r.o.Out, format+"\n", args...) }

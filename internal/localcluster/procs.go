@@ -108,3 +108,14 @@ func reapOrphans(binDir string) {
 		_ = os.Remove(path)
 	}
 }
+
+// Children returns the command lines of this process's live children whose
+// command line contains every one of needles (all children without needles),
+// for checks that a run left no process behind.
+func Children(needles ...string) []string {
+	var out []string
+	for _, pid := range childProcs(needles...) {
+		out = append(out, fmt.Sprintf("%d %s", pid, cmdline(pid)))
+	}
+	return out
+}

@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
@@ -57,6 +58,9 @@ func runDrill(ctx context.Context, o drill.Options, path string) error {
 	}
 	if err != nil {
 		return err
+	}
+	for _, l := range rep.Leftovers {
+		fmt.Fprintf(o.Out, "I4 VIOLATED: process left after the drill: %s\n", l)
 	}
 	if !rep.Passed() {
 		return errors.New("drill failed: an invariant was violated")
