@@ -63,7 +63,8 @@ type Coordinator struct {
 	leaving  bool
 	view     View
 	ring     *Ring
-	ready    atomic.Bool
+	ready    atomic.Bool // a first pass was made
+	caughtUp atomic.Bool // every assigned cluster acquired once (or CatchUpTimeout passed)
 	crashed  atomic.Bool // test hook: behave as a dead process
 }
 
@@ -74,7 +75,7 @@ func New(o Options) (*Coordinator, error) {
 	}
 	c := &Coordinator{
 		o:        o,
-		log:      o.Logger.WithValues("replica", o.Identity),
+		log:      o.Logger,
 		obs:      newObserver(o.LeaseDuration),
 		limit:    rate.NewLimiter(rate.Limit(o.MovesPerSecond), max(1, int(o.MovesPerSecond))),
 		kick:     make(chan struct{}, 1),
@@ -142,11 +143,38 @@ func (c *Coordinator) countWrite(verb, resource string) {
 	metrics.OwnershipWrites.WithLabelValues(verb, resource).Inc()
 }
 
-// Ready reports whether the coordinator holds its membership and has made
-// its first pass.
+// Ready reports whether the coordinator holds its membership, has made its
+// first pass and has caught up: acquired every cluster the ring assigned to
+// it, once, or waited CatchUpTimeout for that. It is the replica's readiness,
+// which paces a StatefulSet rollout.
 func (c *Coordinator) Ready() bool {
 	_, _, ok := c.member.valid()
-	return ok && c.ready.Load()
+	return ok && c.ready.Load() && c.caughtUp.Load()
+}
+
+// catchUp latches caughtUp once every cluster in assign that maps to this
+// replica is owned here, or once CatchUpTimeout has passed since joining.
+func (c *Coordinator) catchUp(assign map[string]string) {
+	if c.caughtUp.Load() {
+		return
+	}
+	missing := 0
+	c.mu.Lock()
+	for n, m := range assign {
+		if st := c.clusters[n]; m == c.o.Identity && (st == nil || st.phase != phaseOwned) {
+			missing++
+		}
+	}
+	c.mu.Unlock()
+	switch {
+	case missing == 0:
+		c.log.Info("Caught up: every assigned cluster acquired", "after", time.Since(c.joined()).Round(time.Millisecond))
+	case time.Since(c.joined()) >= c.o.CatchUpTimeout:
+		c.log.Info("Not every assigned cluster acquired within the catch-up timeout; ready anyway", "missing", missing, "timeout", c.o.CatchUpTimeout)
+	default:
+		return
+	}
+	c.caughtUp.Store(true)
 }
 
 // Owns reports whether this replica owns cluster now (Lease held in the
@@ -297,6 +325,9 @@ func (c *Coordinator) step(ctx context.Context) {
 	c.mu.Lock()
 	selfLeaving := c.leaving
 	c.mu.Unlock()
+	if valid && !selfLeaving {
+		c.rejoin(ctx, members)
+	}
 	ringMembers := make([]string, 0, len(live)+1)
 	for m := range live {
 		if !leaving[m] && m != c.o.Identity {
@@ -387,6 +418,7 @@ func (c *Coordinator) step(ctx context.Context) {
 		}
 		delete(c.wanted, n)
 	}
+	c.catchUp(assign)
 }
 
 // acquireParallelism bounds the Lease writes of one pass in flight at once.
@@ -633,7 +665,7 @@ func (c *Coordinator) lose(ctx context.Context, name, reason string) {
 	if st == nil {
 		return
 	}
-	c.o.journal(time.Now(), JournalLost, name) // after authority ended
+	c.o.journal(time.Now(), JournalLost, name) // no new write starts after this
 	c.log.Info("Cluster lost", "cluster", name, "reason", reason)
 	metrics.LeaseTransitions.WithLabelValues(metrics.LeaseLost).Inc()
 	go func() {
@@ -644,6 +676,7 @@ func (c *Coordinator) lose(ctx context.Context, name, reason string) {
 		}
 		cancel()
 		st.ops.Unlock()
+		c.o.journal(time.Now(), JournalStopped, name)
 		c.done(name, st)
 	}()
 }
@@ -661,7 +694,7 @@ func (c *Coordinator) handOver(ctx context.Context, name string, deleted bool) <
 		close(finished)
 		return finished
 	}
-	c.o.journal(time.Now(), JournalReleasing, name) // after authority ended
+	c.o.journal(time.Now(), JournalReleasing, name) // no new write starts after this
 	c.log.Info("Handing cluster over", "cluster", name)
 	go func() {
 		defer close(finished)
@@ -670,6 +703,7 @@ func (c *Coordinator) handOver(ctx context.Context, name string, deleted bool) <
 		err := c.o.Handler.Lost(sctx, name)
 		cancel()
 		st.ops.Unlock()
+		c.o.journal(time.Now(), JournalStopped, name)
 		wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), c.o.RenewDeadline)
 		defer wcancel()
 		if err != nil {
@@ -783,6 +817,27 @@ func (c *Coordinator) shutdown(ctx context.Context) error {
 			return fmt.Errorf("hand-over did not finish: %w", ctx.Err())
 		case <-time.After(20 * time.Millisecond):
 		}
+	}
+}
+
+// rejoin clears the leaving mark a previous incarnation with this identity
+// (the same StatefulSet pod name) left on the membership Lease: the elector
+// keeps a Lease's annotations when it acquires it, and others would keep this
+// replica out of their rings for good.
+func (c *Coordinator) rejoin(ctx context.Context, members []coordinationv1.Lease) {
+	for i := range members {
+		l := &members[i]
+		if l.Name != MemberLeaseName(c.o.Identity) || l.Annotations[LeavingAnnotation] != "true" {
+			continue
+		}
+		patch := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"`+LeavingAnnotation+`":null}}}`))
+		err := c.o.Client.Patch(ctx, &coordinationv1.Lease{ObjectMeta: leaseMeta(c.o.Namespace, l.Name)}, patch)
+		c.countWrite("patch", "membership")
+		if err != nil {
+			c.log.Error(err, "Cannot clear the leaving mark of a previous incarnation")
+			return
+		}
+		c.log.Info("Cleared the leaving mark of a previous incarnation from the membership Lease")
 	}
 }
 

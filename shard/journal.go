@@ -13,10 +13,14 @@ const (
 	JournalVoid = "void"
 	// JournalOwned: authority over Cluster began at (or after) Time.
 	JournalOwned = "owned"
-	// JournalReleasing and JournalLost: authority over Cluster ended at (or
-	// before) Time, by hand-over or loss.
+	// JournalReleasing and JournalLost: no new write for Cluster starts
+	// after Time (hand-over or loss began); writes already under way may
+	// still finish until JournalStopped.
 	JournalReleasing = "releasing"
 	JournalLost      = "lost"
+	// JournalStopped: the remote manager of Cluster stopped and every write
+	// for it in flight finished (Time): authority over Cluster has ended.
+	JournalStopped = "stopped"
 	// JournalReleased: the Lease of Cluster was written free, abandoned or
 	// deleted (Time: after the write), once its manager stopped.
 	JournalReleased = "released"

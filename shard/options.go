@@ -28,7 +28,8 @@ type Options struct {
 	Clusters func() ([]string, error)
 	// Handler is told about acquired and lost clusters.
 	Handler Handler
-	// Logger is the parent logger.
+	// Logger is the parent logger; it should name the replica (the binary
+	// adds replica=<identity> to every line), the coordinator adds nothing.
 	Logger logr.Logger
 	// Journal, when set, receives the replica's authority events (see
 	// JournalEntry) synchronously; the drill's invariant checker reads them.
@@ -44,6 +45,12 @@ type Options struct {
 	// MovesPerSecond rate-limits hand-overs during rebalancing (default 10);
 	// graceful shutdown hands everything over at once.
 	MovesPerSecond float64
+	// CatchUpTimeout bounds how long a joining replica reports not ready
+	// while it has not yet acquired every cluster the ring assigns to it
+	// (default 2 × LeaseDuration): a StatefulSet rollout waits for each new
+	// pod to take its share before it restarts the next one, instead of
+	// piling the fleet onto the replicas restarted last.
+	CatchUpTimeout time.Duration
 	// Ring configures the consistent-hash ring.
 	Ring RingOptions
 }
@@ -76,6 +83,9 @@ func (o *Options) defaults() error {
 	}
 	if o.StopTimeout == 0 {
 		o.StopTimeout = 10 * time.Second
+	}
+	if o.CatchUpTimeout == 0 {
+		o.CatchUpTimeout = 2 * o.LeaseDuration
 	}
 	if o.MovesPerSecond == 0 {
 		o.MovesPerSecond = 10

@@ -190,7 +190,7 @@ func (r *Reconciler) ensure(ctx context.Context, rc *v1alpha1.RemoteCluster) err
 	if err != nil {
 		return err
 	}
-	cfg, err := kubeconfig.Parse(content, r.KubeConfig)
+	cfg, err := r.parseKubeConfig(content, rc.Name)
 	if err != nil {
 		var kerr *kubeconfig.Error
 		errors.As(err, &kerr)
@@ -331,5 +331,16 @@ func (r *Reconciler) restConfigFor(ctx context.Context, rc *v1alpha1.RemoteClust
 	if err != nil {
 		return nil, err
 	}
-	return kubeconfig.Parse(content, r.KubeConfig)
+	return r.parseKubeConfig(content, rc.Name)
+}
+
+// parseKubeConfig builds the rest.Config of cluster, whose requests carry
+// RemoteUserAgent.
+func (r *Reconciler) parseKubeConfig(content []byte, cluster string) (*rest.Config, error) {
+	cfg, err := kubeconfig.Parse(content, r.KubeConfig)
+	if err != nil {
+		return nil, err
+	}
+	cfg.UserAgent = RemoteUserAgent(r.Identity, cluster)
+	return cfg, nil
 }

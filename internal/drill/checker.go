@@ -53,8 +53,9 @@ func ReadJournal(path string) ([]shard.JournalEntry, error) {
 
 // Intervals derives the authority intervals of one replica from its journal.
 // Authority over a cluster starts at "owned" and ends at the first of:
-// "releasing" or "lost" of that cluster, the lapse of membership (the end of
-// the last renewal's validity, renewDeadline after it was sent, when no
+// "stopped" of that cluster (its manager stopped and its writes in flight
+// finished, after "releasing" or "lost"), the lapse of membership (the end
+// of the last renewal's validity, renewDeadline after it was sent, when no
 // renewal followed in time), "void", or death (the time the runner killed
 // the process; zero if it was not killed), or now for a replica still
 // holding it.
@@ -90,7 +91,7 @@ func Intervals(entries []shard.JournalEntry, renewDeadline time.Duration, death,
 				closeAt(e.Cluster, e.Time)
 			}
 			open[e.Cluster] = e.Time
-		case shard.JournalReleasing, shard.JournalLost:
+		case shard.JournalStopped:
 			if _, ok := open[e.Cluster]; ok {
 				closeAt(e.Cluster, e.Time)
 			}

@@ -23,28 +23,36 @@ func ev(replica, event, cluster string, ms int) shard.JournalEntry {
 	return shard.JournalEntry{Time: at(ms), Replica: replica, Event: event, Cluster: cluster}
 }
 
-// A graceful hand-over (release, then the other acquires) is no overlap; a
-// release after the other already acquired is.
+// A graceful hand-over (stop, then the other acquires) is no overlap; a stop
+// that finishes after the other already acquired is, even when the hand-over
+// began ("releasing") before: writes in flight end only at "stopped".
 func TestOverlapsCatchDoubleOwnership(t *testing.T) {
-	a := append(renewals("a", 0, 10000, 500), ev("a", shard.JournalOwned, "x", 100), ev("a", shard.JournalReleasing, "x", 5000))
+	owned := func(stopAt int) []shard.JournalEntry {
+		return append(renewals("a", 0, 10000, 500), ev("a", shard.JournalOwned, "x", 100),
+			ev("a", shard.JournalReleasing, "x", 4900), ev("a", shard.JournalStopped, "x", stopAt))
+	}
 	b := append(renewals("b", 0, 10000, 500), ev("b", shard.JournalOwned, "x", 5100))
 	now := at(10000)
-	ivs := append(Intervals(a, 2*time.Second, time.Time{}, now), Intervals(b, 2*time.Second, time.Time{}, now)...)
+	ivs := append(Intervals(owned(5000), 2*time.Second, time.Time{}, now), Intervals(b, 2*time.Second, time.Time{}, now)...)
 	if o := Overlaps(ivs); len(o) != 0 {
 		t.Fatalf("graceful hand-over reported as overlap: %v", o)
 	}
-	late := append(renewals("a", 0, 10000, 500), ev("a", shard.JournalOwned, "x", 100), ev("a", shard.JournalReleasing, "x", 6000))
-	ivs = append(Intervals(late, 2*time.Second, time.Time{}, now), Intervals(b, 2*time.Second, time.Time{}, now)...)
+	ivs = append(Intervals(owned(6000), 2*time.Second, time.Time{}, now), Intervals(b, 2*time.Second, time.Time{}, now)...)
 	o := Overlaps(ivs)
 	if len(o) != 1 || o[0].For != 900*time.Millisecond {
 		t.Fatalf("overlaps = %v, want one of 900ms", o)
+	}
+	// A hand-over that began but never finished stopping lasts until now.
+	unfinished := append(renewals("a", 0, 10000, 500), ev("a", shard.JournalOwned, "x", 100), ev("a", shard.JournalReleasing, "x", 4900))
+	if o := Overlaps(append(Intervals(unfinished, 2*time.Second, time.Time{}, now), Intervals(b, 2*time.Second, time.Time{}, now)...)); len(o) != 1 {
+		t.Fatalf("unfinished stop: overlaps = %v, want one", o)
 	}
 }
 
 // Authority ends when membership lapses (a paused replica that stopped
 // renewing), or at death, whichever comes first, even with no journal entry.
 func TestIntervalsEndAtLapseOrDeath(t *testing.T) {
-	paused := append(renewals("a", 0, 3000, 500), ev("a", shard.JournalOwned, "x", 100), ev("a", shard.JournalLost, "x", 9000))
+	paused := append(renewals("a", 0, 3000, 500), ev("a", shard.JournalOwned, "x", 100), ev("a", shard.JournalLost, "x", 9000), ev("a", shard.JournalStopped, "x", 9100))
 	iv := Intervals(paused, 2*time.Second, time.Time{}, at(10000))
 	if len(iv) != 1 || !iv[0].End.Equal(at(5000)) {
 		t.Fatalf("paused replica's interval = %+v, want end at the last renewal + 2s", iv)
@@ -58,5 +66,32 @@ func TestIntervalsEndAtLapseOrDeath(t *testing.T) {
 	all := append(Intervals(paused, 2*time.Second, time.Time{}, at(10000)), Intervals(taker, 2*time.Second, time.Time{}, at(10000))...)
 	if o := Overlaps(all); len(o) != 0 {
 		t.Fatalf("take-over after the paused replica's lapse reported: %v", o)
+	}
+}
+
+// The remote side: a write during another replica's authority, or outside
+// the writer's own, is reported; writes inside the writer's authority are not.
+func TestStrayWritesCatchWritesOutOfAuthority(t *testing.T) {
+	ivs := []Interval{
+		{Replica: "a", Cluster: "x", Start: at(0), End: at(5000)},
+		{Replica: "b", Cluster: "x", Start: at(5100), End: at(9000)},
+	}
+	w := func(replica string, from, to int) Write {
+		return Write{Replica: replica, Cluster: "x", Verb: "update", Received: at(from), Completed: at(to)}
+	}
+	if s := StrayWrites([]Write{w("a", 100, 120), w("a", 4900, 4990), w("b", 5200, 5300)}, ivs); len(s) != 0 {
+		t.Fatalf("writes within authority reported: %v", s)
+	}
+	// a's write completes after b took over: overlap.
+	if s := StrayWrites([]Write{w("a", 4990, 5150)}, ivs); len(s) != 1 {
+		t.Fatalf("write overlapping the next owner: %v", s)
+	}
+	// a writes after its authority ended (and during b's): two findings.
+	if s := StrayWrites([]Write{w("a", 6000, 6010)}, ivs); len(s) != 2 {
+		t.Fatalf("write after authority: %v", s)
+	}
+	// b writes between the two authorities.
+	if s := StrayWrites([]Write{w("b", 5010, 5020)}, ivs); len(s) != 1 {
+		t.Fatalf("write with no authority: %v", s)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -47,7 +48,7 @@ func killFault(ctx context.Context, r *Runner, res *Result) error {
 	at := time.Now()
 	r.kill(victim)
 	r.moved(ctx, res, "", owned, at, r.crashBound())
-	return r.startReplica(victim)
+	return r.startReady(ctx, victim)
 }
 
 func termFault(ctx context.Context, r *Runner, res *Result) error {
@@ -59,7 +60,7 @@ func termFault(ctx context.Context, r *Runner, res *Result) error {
 	at := time.Now()
 	err = r.term(victim)
 	r.moved(ctx, res, "", owned, at, gracefulBound)
-	return errors.Join(err, r.startReplica(victim))
+	return errors.Join(err, r.startReady(ctx, victim))
 }
 
 // pauseFault SIGSTOPs a replica for longer than the lease duration; the
@@ -137,7 +138,8 @@ func apiserverRestartFault(ctx context.Context, r *Runner, res *Result) error {
 
 // rollingFault restarts every replica, highest ordinal first, as a
 // StatefulSet rollout does: SIGTERM, wait for the hand-over, start again,
-// wait until settled.
+// wait until the new pod is ready (it has taken its share) and every
+// manager runs.
 func rollingFault(ctx context.Context, r *Runner, res *Result) error {
 	ids := r.liveIDs()
 	slices.Reverse(ids)
@@ -149,7 +151,7 @@ func rollingFault(ctx context.Context, r *Runner, res *Result) error {
 		at := time.Now()
 		err = r.term(id)
 		r.moved(ctx, res, id, owned, at, gracefulBound)
-		if err := errors.Join(err, r.startReplica(id)); err != nil {
+		if err := errors.Join(err, r.startReady(ctx, id)); err != nil {
 			return err
 		}
 		if err := r.settle(ctx, 60*time.Second); err != nil {
@@ -168,10 +170,8 @@ func scaleFault(ctx context.Context, r *Runner, res *Result) error {
 	}
 	n := len(r.liveIDs())
 	at := time.Now()
-	for i := n; i < n+2; i++ {
-		if err := r.startReplica(replicaID(i)); err != nil {
-			return err
-		}
+	if err := r.startReady(ctx, replicaID(n), replicaID(n+1)); err != nil { // both at once: podManagementPolicy Parallel
+		return err
 	}
 	if err := r.settle(ctx, 60*time.Second); err != nil {
 		return fmt.Errorf("scale up: %w", err)
@@ -204,6 +204,10 @@ func scaleFault(ctx context.Context, r *Runner, res *Result) error {
 	}
 	return nil
 }
+
+// readyTimeout bounds a new replica's readiness: start-up, its catch-up
+// timeout (twice the lease) and slack.
+func (r *Runner) readyTimeout() time.Duration { return 2*r.o.LeaseDuration + 30*time.Second }
 
 // remoteDownFault stops the first remote API server, changes every source
 // while it is down, and starts it again: ownership stays, replication
@@ -292,12 +296,17 @@ func leaseTamperFault(ctx context.Context, r *Runner, res *Result) error {
 	}
 
 	at = time.Now()
-	var l coordinationv1.Lease
-	if err := r.c.Get(ctx, client.ObjectKey{Namespace: Namespace, Name: shard.ClusterLeaseName(bogus)}, &l); err != nil {
-		return err
-	}
-	l.Spec.HolderIdentity = ptr.To("bogus-replica")
-	if err := r.c.Update(ctx, &l); err != nil {
+	// The Lease may still be changing after the membership loss: retry on
+	// conflict, as a person editing it would.
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var l coordinationv1.Lease
+		if err := r.c.Get(ctx, client.ObjectKey{Namespace: Namespace, Name: shard.ClusterLeaseName(bogus)}, &l); err != nil {
+			return err
+		}
+		l.Spec.HolderIdentity = ptr.To("bogus-replica")
+		return r.c.Update(ctx, &l)
+	})
+	if err != nil {
 		return err
 	}
 	r.moved(ctx, res, "bogus", []string{bogus}, at, r.crashBound()+r.o.LeaseDuration)

@@ -1,7 +1,10 @@
 package drill
 
 import (
+	"context"
 	"fmt"
+	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -10,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/clustershard/clustershard/internal/fleet"
@@ -19,6 +23,7 @@ import (
 type replica struct {
 	id      string
 	journal string
+	probe   string // host:port of its health probes on loopback
 	cmd     *exec.Cmd
 	exited  chan struct{}
 	// killedAt is when the process was seen dead after the runner's SIGKILL
@@ -50,20 +55,25 @@ func (r *Runner) startReplica(id string) error {
 		_ = logf.Close()
 		return err
 	}
+	probe, err := freeLoopbackAddr()
+	if err != nil {
+		_ = logf.Close()
+		return err
+	}
 	lease := r.o.LeaseDuration
 	cmd := exec.Command(r.o.Binary, "run",
 		"--kubeconfig", kubeconfig, "--namespace", Namespace, "--replica-id", id,
 		"--replicate-kind", fleet.ExampleKind,
 		"--lease-duration", lease.String(), "--renew-deadline", r.renewDeadline().String(), "--retry-period", (lease / 8).String(),
 		"--probe-interval", "1s", "--shutdown-timeout", "20s", "--ownership-journal", base+".journal",
-		"--metrics-bind-address", "0", "--health-probe-bind-address", "0")
+		"--metrics-bind-address", "0", "--health-probe-bind-address", probe)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		_ = logf.Close()
 		return err
 	}
-	rep := &replica{id: id, journal: base + ".journal", cmd: cmd, exited: make(chan struct{})}
+	rep := &replica{id: id, journal: base + ".journal", probe: probe, cmd: cmd, exited: make(chan struct{})}
 	go func() {
 		_ = cmd.Wait()
 		_ = logf.Close()
@@ -71,6 +81,59 @@ func (r *Runner) startReplica(id string) error {
 	}()
 	r.reps.all = append(r.reps.all, rep)
 	r.reps.live[id] = rep
+	return nil
+}
+
+// startReady starts the replicas ids together and waits until each is ready.
+func (r *Runner) startReady(ctx context.Context, ids ...string) error {
+	for _, id := range ids {
+		if err := r.startReplica(id); err != nil {
+			return err
+		}
+	}
+	for _, id := range ids {
+		if err := r.waitReady(ctx, id, r.readyTimeout()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// freeLoopbackAddr returns a loopback address with a port free right now.
+func freeLoopbackAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = l.Close() }()
+	return l.Addr().String(), nil
+}
+
+// waitReady waits until replica id answers its readiness probe, as the
+// StatefulSet controller does before it moves on to the next pod.
+func (r *Runner) waitReady(ctx context.Context, id string, timeout time.Duration) error {
+	rep := r.reps.live[id]
+	hc := &http.Client{Timeout: time.Second}
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		select {
+		case <-rep.exited:
+			return false, fmt.Errorf("%s exited", id)
+		default:
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+rep.probe+"/readyz", nil)
+		if err != nil {
+			return false, err
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			return false, nil //nolint:nilerr // not listening yet
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	})
+	if err != nil {
+		return fmt.Errorf("%s not ready within %v: %w", id, timeout, err)
+	}
 	return nil
 }
 

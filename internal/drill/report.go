@@ -58,8 +58,11 @@ type Result struct {
 	Downtime string `json:"downtime,omitempty"`
 	// Churn says what the churn did during the fault, if it ran.
 	Churn string `json:"churn,omitempty"`
-	// Intervals is how many authority intervals I1 compared.
+	// Intervals is how many authority intervals I1 compared; Writes how many
+	// remote writes (from the remote API servers' audit logs) it checked
+	// against them, so far in the drill.
 	Intervals int `json:"intervals"`
+	Writes    int `json:"writes"`
 	// Violations by invariant (I1..I4); empty when the scenario passed.
 	Violations map[string][]string `json:"violations,omitempty"`
 }
@@ -100,8 +103,8 @@ func (r Result) Line() string {
 		verdict = "FAIL"
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%-6s %-8s victim %s (%d clusters): recovery median %v max %v (bound %s); converged in %s; I1 over %d intervals",
-		verdict, r.Scenario, r.Victim, r.Moved, med.Round(time.Millisecond), worst.Round(time.Millisecond), r.Bound, r.Converged, r.Intervals)
+	fmt.Fprintf(&b, "%-6s %-8s victim %s (%d clusters): recovery median %v max %v (bound %s); converged in %s; I1 over %d intervals and %d remote writes",
+		verdict, r.Scenario, r.Victim, r.Moved, med.Round(time.Millisecond), worst.Round(time.Millisecond), r.Bound, r.Converged, r.Intervals, r.Writes)
 	if r.Churn != "" {
 		fmt.Fprintf(&b, "\n       %s", r.Churn)
 	}

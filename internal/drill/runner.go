@@ -112,13 +112,15 @@ func (r *Runner) run(ctx context.Context) (*Report, error) {
 		if r.dir, err = os.MkdirTemp("", "clustershard-drill-"); err != nil {
 			return nil, err
 		}
+	} else if err := os.MkdirAll(r.dir, 0o750); err != nil {
+		return nil, fmt.Errorf("keep-dir: %w", err)
 	}
 	crds, err := deploy.CRDs(true)
 	if err != nil {
 		return nil, err
 	}
 	r.logf("==> control plane: management + %d remotes", r.o.Remotes)
-	if r.cp, err = localcluster.Start(ctx, localcluster.Options{Remotes: r.o.Remotes, CRDs: crds}); err != nil {
+	if r.cp, err = localcluster.Start(ctx, localcluster.Options{Remotes: r.o.Remotes, CRDs: crds, AuditDir: r.dir}); err != nil {
 		return nil, err
 	}
 	r.kubeconfig = filepath.Join(r.dir, "management.kubeconfig")
@@ -141,10 +143,12 @@ func (r *Runner) run(ctx context.Context) (*Report, error) {
 		return nil, err
 	}
 	r.logf("==> %d replicas, %d clusters, %d objects (logs and journals in %s)", r.o.Replicas, len(r.clusters), len(r.clusters)*r.o.ObjectsPerCluster, r.dir)
-	for i := range r.o.Replicas {
-		if err := r.startReplica(replicaID(i)); err != nil {
-			return nil, err
-		}
+	ids := make([]string, r.o.Replicas)
+	for i := range ids {
+		ids[i] = replicaID(i)
+	}
+	if err := r.startReady(ctx, ids...); err != nil {
+		return nil, err
 	}
 	if err := r.settle(ctx, 120*time.Second); err != nil {
 		return nil, fmt.Errorf("initial settle: %w", err)

@@ -13,6 +13,7 @@ import (
 
 	examplev1alpha1 "github.com/clustershard/clustershard/api/example/v1alpha1"
 	"github.com/clustershard/clustershard/controllers/replication"
+	"github.com/clustershard/clustershard/internal/localcluster"
 	"github.com/clustershard/clustershard/shard"
 )
 
@@ -278,8 +279,21 @@ func (r *Runner) convergenceProblems(ctx context.Context, duration string) []str
 	return problems
 }
 
-// exclusive checks I1 over every journal so far.
+// exclusive checks I1 over every journal so far: no two replicas' authority
+// intervals over one cluster overlap, and every write the remote API servers
+// recorded for a cluster lies in its writer's authority and in no one
+// else's. The audit logs are read before the journals, so every write read
+// happened before the intervals' "now".
 func (r *Runner) exclusive(res *Result) {
+	var writes []Write
+	for _, rc := range r.cp.Remotes {
+		w, err := ReadAuditWrites(localcluster.AuditLogPath(r.dir, rc.Name))
+		if err != nil {
+			res.note("I1", "read the audit log of %s: %v", rc.Name, err)
+			return
+		}
+		writes = append(writes, w...)
+	}
 	js, err := r.journals()
 	if err != nil {
 		res.note("I1", "read journals: %v", err)
@@ -290,9 +304,16 @@ func (r *Runner) exclusive(res *Result) {
 	for rep, entries := range js {
 		ivs = append(ivs, Intervals(entries, r.renewDeadline(), rep.killedAt, now)...)
 	}
-	res.Intervals = len(ivs)
+	res.Intervals, res.Writes = len(ivs), len(writes)
 	for _, o := range Overlaps(ivs) {
 		res.note("I1", "%s", o)
+	}
+	stray := StrayWrites(writes, ivs)
+	for _, s := range stray[:min(len(stray), 10)] {
+		res.note("I1", "remote write %s", s)
+	}
+	if len(stray) > 10 {
+		res.note("I1", "and %d more remote writes out of authority", len(stray)-10)
 	}
 }
 

@@ -33,6 +33,10 @@ type Options struct {
 	Output io.Writer
 	// StartTimeout bounds the start of each process; default 60s.
 	StartTimeout time.Duration
+	// AuditDir, when set, makes every remote API server write an audit log
+	// of all write requests (verb, object, user agent, timestamps) to
+	// AuditDir/<name>.audit.log, kept across its restarts.
+	AuditDir string
 }
 
 // Cluster is one running API server with an admin identity.
@@ -152,6 +156,15 @@ func (cp *ControlPlane) newRemote(i int) (*Cluster, error) {
 		Err:          cp.opts.Output,
 	}
 	api.Configure().Set("etcd-prefix", "/"+name)
+	if cp.opts.AuditDir != "" {
+		policy := filepath.Join(cp.opts.AuditDir, "audit-policy.yaml")
+		if err := os.WriteFile(policy, []byte(writeAuditPolicy), 0o600); err != nil {
+			return nil, err
+		}
+		api.Configure().Set("audit-policy-file", policy).
+			Set("audit-log-path", AuditLogPath(cp.opts.AuditDir, name)).
+			Set("audit-log-format", "json")
+	}
 	c := &Cluster{Name: name, plane: &envtest.ControlPlane{APIServer: api}, crdDir: cp.opts.RemoteCRDDirs}
 	if err := api.Start(); err != nil {
 		_ = os.RemoveAll(certDir)
@@ -173,6 +186,21 @@ func (cp *ControlPlane) newRemote(i int) (*Cluster, error) {
 	}
 	return c, nil
 }
+
+// writeAuditPolicy records every write request once, when its response is
+// complete, at metadata level; nothing else.
+const writeAuditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+- level: Metadata
+  verbs: ["create", "update", "patch", "delete", "deletecollection"]
+- level: None
+`
+
+// AuditLogPath is where remote cluster name writes its audit log when
+// Options.AuditDir is dir.
+func AuditLogPath(dir, name string) string { return filepath.Join(dir, name+".audit.log") }
 
 // AddUser provisions a client-certificate user in the cluster and returns its
 // rest.Config and kubeconfig. Only remote clusters support it.

@@ -125,7 +125,7 @@ func (o *options) run(ctx context.Context) error {
 		KubeConfig: kubeconfig.Options{AllowExec: o.allowExec, QPS: o.clientQPS, Burst: o.clientBurst, Timeout: o.remoteTimeout},
 		Shard: shard.Options{
 			LeaseDuration: o.leaseDuration, RenewDeadline: o.renewDeadline, RetryPeriod: o.retryPeriod,
-			StopTimeout: o.stopTimeout, MovesPerSecond: o.movesPerSecond,
+			StopTimeout: o.stopTimeout, MovesPerSecond: o.movesPerSecond, CatchUpTimeout: o.catchUpTimeout,
 			Ring:    shard.RingOptions{VNodes: o.ringVNodes, LoadFactor: o.ringLoadFactor},
 			Journal: journal,
 		},

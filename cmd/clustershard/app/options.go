@@ -28,6 +28,7 @@ type options struct {
 	retryPeriod     time.Duration
 	shutdownTimeout time.Duration
 	stopTimeout     time.Duration
+	catchUpTimeout  time.Duration
 	movesPerSecond  float64
 	ringVNodes      int
 	ringLoadFactor  float64
@@ -69,6 +70,7 @@ func (o *options) addRun(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "Bound of the hand-over on SIGTERM; keep it below terminationGracePeriodSeconds.")
 	fs.DurationVar(&o.stopTimeout, "stop-timeout", 10*time.Second, "Bound of one remote manager's stop on hand-over.")
 	fs.Float64Var(&o.movesPerSecond, "moves-per-second", 10, "Rate limit of hand-overs while rebalancing.")
+	fs.DurationVar(&o.catchUpTimeout, "catch-up-timeout", 0, "How long a joining replica stays not ready until it holds every cluster the ring assigns to it, so a rollout waits for it (0: twice --lease-duration).")
 	fs.IntVar(&o.ringVNodes, "ring-vnodes", 256, "Virtual nodes per replica on the ring.")
 	fs.Float64Var(&o.ringLoadFactor, "ring-load-factor", 1.25, "Bounded-load factor (> 1), or 0 for plain consistent hashing.")
 	fs.Float32Var(&o.clientQPS, "remote-qps", 20, "QPS of each remote cluster's client.")
@@ -125,6 +127,9 @@ func (o *options) validateRun() error {
 	}
 	if o.probeInterval <= 0 || o.probeTimeout <= 0 || o.stopTimeout <= 0 || o.shutdownTimeout <= 0 || o.remoteTimeout <= 0 {
 		errs = append(errs, errors.New("durations must be positive"))
+	}
+	if o.catchUpTimeout < 0 {
+		errs = append(errs, fmt.Errorf("--catch-up-timeout %v must not be negative", o.catchUpTimeout))
 	}
 	return errors.Join(errs...)
 }

@@ -1,0 +1,61 @@
+package shard_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/clustershard/clustershard/shard"
+)
+
+// A replica restarted under the same identity (a StatefulSet pod after a
+// rollout) gets its share back: its previous incarnation's leaving mark on
+// the membership Lease is cleared, so the others hand its clusters over. It
+// reports ready only once it holds that share, which is what paces a
+// rollout; the hand-overs never overlap.
+func TestRestartedReplicaRejoinsAndIsReadyWithItsShare(t *testing.T) {
+	ns := namespace(t, "rejoin")
+	clusters := names(12)
+	tr := newTracker()
+	in := map[string]*instance{}
+	for _, n := range []string{"a", "b"} {
+		in[n] = startInstance(t, ns, n, clusters, trackingHandler{n, tr})
+	}
+	both := expected(t, []string{"a", "b"}, clusters)
+	settled(t, tr, ns, both, in, 30*time.Second)
+
+	in["a"].stop(t)
+	settled(t, tr, ns, expected(t, []string{"b"}, clusters), in, 10*time.Second)
+	var member coordinationv1.Lease
+	if err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: shard.MemberLeaseName("a")}, &member); err != nil {
+		t.Fatal(err)
+	}
+	if member.Annotations[shard.LeavingAnnotation] != "true" {
+		t.Fatalf("the stopped replica did not mark its membership as leaving: %v", member.Annotations)
+	}
+
+	in["a"] = startInstance(t, ns, "a", clusters, trackingHandler{"a", tr})
+	// The first time it reports ready, it owns every cluster assigned to it.
+	err := wait.PollUntilContextTimeout(t.Context(), 5*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
+		return in["a"].c.Ready(), nil
+	})
+	if err != nil {
+		t.Fatal("restarted replica never became ready")
+	}
+	for c, o := range both {
+		if o == "a" && !in["a"].c.Owns(c) {
+			t.Fatalf("ready before owning its share: %s not owned", c)
+		}
+	}
+	settled(t, tr, ns, both, in, 10*time.Second)
+	if err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: shard.MemberLeaseName("a")}, &member); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := member.Annotations[shard.LeavingAnnotation]; ok {
+		t.Fatalf("leaving mark still on the restarted replica's membership: %v", member.Annotations)
+	}
+}
