@@ -101,5 +101,6 @@ e2e: controlplane ## Every drill scenario at R=3 M=30 K=300, and Prometheus thro
 	exit $$status
 
 .PHONY: bench
-bench: controlplane ## Go benchmarks against the local control plane (the bench/ harness comes with issue 9).
-	go test -run '^$$' -bench . -benchtime=1x -count=1 ./...
+bench: controlplane ## Every benchmark scenario with its baseline (about 30 min): bench/results/<date>.json, bench/plots, bench/RESULTS.md.
+	go build -o $(BIN)/clustershard ./cmd/clustershard
+	go run ./bench/cmd/bench --binary $(BIN)/clustershard --out bench

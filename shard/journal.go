@@ -26,6 +26,10 @@ const (
 	JournalReleased = "released"
 	// JournalRunning: the remote manager of Cluster runs here (Time).
 	JournalRunning = "running"
+	// JournalExit: the process shut down cleanly (Time); Detail lists the
+	// goroutines started since its start that are still running (leaks),
+	// empty when there are none.
+	JournalExit = "exit"
 )
 
 // JournalEntry is one record of Options.Journal.
@@ -38,6 +42,8 @@ type JournalEntry struct {
 	Event string `json:"event"`
 	// Cluster is the cluster of a per-cluster event.
 	Cluster string `json:"cluster,omitempty"`
+	// Detail is free text of an event (JournalExit: leaked goroutines).
+	Detail string `json:"detail,omitempty"`
 }
 
 // journal records an entry when Options.Journal is set.

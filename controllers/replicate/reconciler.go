@@ -16,6 +16,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/clustershard/clustershard/api/v1alpha1"
 	"github.com/clustershard/clustershard/controllers/replication"
@@ -64,16 +65,23 @@ type Reconciler struct {
 	// namespaces remembers "cluster/namespace" pairs known to exist
 	// remotely, so a sync does not cost a namespace write every time.
 	namespaces sync.Map
+	// applied remembers, per source key, the cluster this replica last
+	// applied its copy to. A source deleted while this replica's cache still
+	// showed it alive (its previous owner removed the copy and released it
+	// during a hand-over) may have had its copy applied again from the stale
+	// view; when the deletion reaches the cache, that copy is removed.
+	applied sync.Map
 }
 
 // Reconcile syncs one source with its remote copy.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	src := r.Kind.New()
 	if err := r.Client.Get(ctx, req.NamespacedName, src); err != nil {
-		if apierrors.IsNotFound(err) {
-			r.forget(req.String())
+		if !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, err
 		}
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+		r.forget(req.String())
+		return ctrl.Result{}, r.removeStaleCopy(ctx, req)
 	}
 	cluster := r.Kind.Cluster(src)
 	previous := src.GetAnnotations()[replication.ReplicatedToAnnotation]
@@ -127,8 +135,40 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		r.failed(src, metrics.StateFailed, ReasonSyncFailed)
 		return ctrl.Result{}, r.report(ctx, src, cluster, false, ReasonSyncFailed, fmt.Sprintf("apply the copy in %q: %v", cluster, err))
 	}
+	r.applied.Store(req.String(), cluster)
 	r.track(src, metrics.StateSynced)
 	return ctrl.Result{}, r.report(ctx, src, cluster, true, ReasonSynced, "copy applied in "+cluster+" by "+r.Identity)
+}
+
+// removeStaleCopy deletes the copy this replica applied for a source that no
+// longer exists, if it still owns the copy's cluster (a new owner's monitor
+// removes orphans when its remote manager starts).
+func (r *Reconciler) removeStaleCopy(ctx context.Context, req ctrl.Request) error {
+	v, ok := r.applied.Load(req.String())
+	if !ok {
+		return nil
+	}
+	cluster := v.(string)
+	if !r.Ownership.Owns(cluster) {
+		r.applied.Delete(req.String())
+		return nil
+	}
+	err := r.Registry.WithClient(cluster, func(c client.Client) error {
+		cp := r.Kind.New()
+		if err := c.Get(ctx, req.NamespacedName, cp); err != nil {
+			return client.IgnoreNotFound(err)
+		}
+		if cp.GetLabels()[replication.ClusterLabel] != cluster || !cp.GetDeletionTimestamp().IsZero() {
+			return nil
+		}
+		log.FromContext(ctx).Info("Removing the copy of a deleted source", "cluster", cluster)
+		return client.IgnoreNotFound(c.Delete(ctx, cp))
+	})
+	if err != nil && !errors.Is(err, registry.ErrNotExist) {
+		return fmt.Errorf("remove the copy of deleted source %s in %q: %w", req, cluster, err)
+	}
+	r.applied.Delete(req.String())
+	return nil
 }
 
 // unowned handles a source whose cluster this replica does not own: the
@@ -223,6 +263,7 @@ func (r *Reconciler) removeCopy(ctx context.Context, src *unstructured.Unstructu
 // dropFinalizer removes only this controller's finalizer (and the annotation).
 func (r *Reconciler) dropFinalizer(ctx context.Context, src *unstructured.Unstructured) error {
 	r.forget(client.ObjectKeyFromObject(src).String())
+	r.applied.Delete(client.ObjectKeyFromObject(src).String())
 	before := src.DeepCopy()
 	controllerutil.RemoveFinalizer(src, replication.Finalizer)
 	ann := src.GetAnnotations()

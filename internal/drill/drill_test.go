@@ -53,6 +53,9 @@ func TestSmokeDrill(t *testing.T) {
 	if len(rep.Leftovers) > 0 {
 		t.Errorf("processes left after the drill: %v", rep.Leftovers)
 	}
+	if len(rep.Leaks) > 0 {
+		t.Errorf("goroutines left after shutdown: %v", rep.Leaks)
+	}
 }
 
 // A checker that cannot fail is worthless: a binary built to release the

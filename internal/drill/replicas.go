@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/clustershard/clustershard/internal/fleet"
+	"github.com/clustershard/clustershard/shard"
 )
 
 // replica is one incarnation of a replica process.
@@ -31,8 +32,11 @@ type replica struct {
 	killedAt time.Time
 	// paused is set while the process is SIGSTOPped.
 	paused bool
-	// expectExit is set when the runner stops the process on purpose.
-	expectExit bool
+	// expectExit is set when the runner stops the process on purpose;
+	// termed when it did so with SIGTERM (a clean exit is expected).
+	expectExit, termed bool
+	// leakChecked is set once its exit record was checked (I4).
+	leakChecked bool
 }
 
 // incarnations are every replica process started, for the checker.
@@ -178,7 +182,7 @@ func (r *Runner) kill(id string) {
 // term SIGTERMs a replica; it must exit with status 0 within 30s.
 func (r *Runner) term(id string) error {
 	rep := r.reps.live[id]
-	rep.expectExit = true
+	rep.expectExit, rep.termed = true, true
 	_ = rep.cmd.Process.Signal(syscall.SIGTERM)
 	delete(r.reps.live, id)
 	select {
@@ -193,6 +197,36 @@ func (r *Runner) term(id string) error {
 		return fmt.Errorf("%s exited with status %d after SIGTERM", id, code)
 	}
 	return nil
+}
+
+// leaks checks the exit record of every replica SIGTERMed and exited since
+// the last call (I4): it must exist and list no goroutine still running.
+func (r *Runner) leaks() []string {
+	var out []string
+	for _, rep := range r.reps.all {
+		if !rep.termed || rep.leakChecked || rep.killedAt.IsZero() || rep.cmd.ProcessState.ExitCode() != 0 {
+			continue
+		}
+		rep.leakChecked = true
+		entries, err := ReadJournal(rep.journal)
+		if err != nil {
+			out = append(out, err.Error())
+			continue
+		}
+		var exit *shard.JournalEntry
+		for i := range entries {
+			if entries[i].Event == shard.JournalExit {
+				exit = &entries[i]
+			}
+		}
+		switch {
+		case exit == nil:
+			out = append(out, fmt.Sprintf("%s (%s) exited without its exit record", rep.id, filepath.Base(rep.journal)))
+		case exit.Detail != "":
+			out = append(out, fmt.Sprintf("%s (%s) leaked goroutines: %s", rep.id, filepath.Base(rep.journal), exit.Detail))
+		}
+	}
+	return out
 }
 
 // unexpectedExits lists processes that ended without the runner asking (I4).

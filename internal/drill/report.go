@@ -21,6 +21,9 @@ type Report struct {
 	// Leftovers are child processes still alive after the drill's cleanup
 	// (I4: there must be none).
 	Leftovers []string `json:"leftovers,omitempty"`
+	// Leaks are replicas stopped at the end of the drill that left
+	// goroutines running after their shutdown (I4: there must be none).
+	Leaks []string `json:"leaks,omitempty"`
 }
 
 // Passed reports whether every scenario passed.
@@ -30,7 +33,7 @@ func (r *Report) Passed() bool {
 			return false
 		}
 	}
-	return len(r.Scenarios) > 0 && len(r.Leftovers) == 0
+	return len(r.Scenarios) > 0 && len(r.Leftovers) == 0 && len(r.Leaks) == 0
 }
 
 // WriteJSON writes the report to path.

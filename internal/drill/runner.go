@@ -10,6 +10,7 @@ import (
 	"slices"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -79,6 +80,11 @@ type Runner struct {
 	proxies    map[string]*proxy // by replica id: its way to the management API server
 	churned    int               // churn objects made so far
 	duration   string            // the current spec.duration of every source
+	// allOwned and startUp: from the replicas' start until every cluster
+	// Lease was held, and until every remote manager ran.
+	allOwned, startUp time.Duration
+	// finalLeaks is the leak check (I4) of the replicas stopped at cleanup.
+	finalLeaks []string
 }
 
 // Run starts a local control plane and the replicas, runs every scenario
@@ -96,9 +102,13 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	r := &Runner{o: o, reps: incarnations{live: map[string]*replica{}, count: map[string]int{}}, proxies: map[string]*proxy{}}
 	rep, err := r.run(ctx)
 	err = errors.Join(err, r.cleanup())
-	// I4: nothing left behind — no replica, API server or etcd process.
+	// I4: nothing left behind — no replica, API server or etcd process, and
+	// no goroutine in the replicas stopped at the end.
 	if left := localcluster.Children(); rep != nil && len(left) > 0 {
 		rep.Leftovers = left
+	}
+	if rep != nil {
+		rep.Leaks = r.finalLeaks
 	}
 	return rep, err
 }
@@ -106,52 +116,8 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 func (r *Runner) logf(format string, args ...any) { fmt.Fprintf(r.o.Out, format+"\n", args...) }
 
 func (r *Runner) run(ctx context.Context) (*Report, error) {
-	var err error
-	r.dir = r.o.Dir
-	if r.dir == "" {
-		if r.dir, err = os.MkdirTemp("", "clustershard-drill-"); err != nil {
-			return nil, err
-		}
-	} else if err := os.MkdirAll(r.dir, 0o750); err != nil {
-		return nil, fmt.Errorf("keep-dir: %w", err)
-	}
-	crds, err := deploy.CRDs(true)
-	if err != nil {
+	if err := r.start(ctx); err != nil {
 		return nil, err
-	}
-	r.logf("==> control plane: management + %d remotes", r.o.Remotes)
-	if r.cp, err = localcluster.Start(ctx, localcluster.Options{Remotes: r.o.Remotes, CRDs: crds, AuditDir: r.dir}); err != nil {
-		return nil, err
-	}
-	r.kubeconfig = filepath.Join(r.dir, "management.kubeconfig")
-	if err := os.WriteFile(r.kubeconfig, r.cp.Management.KubeConfig, 0o600); err != nil {
-		return nil, err
-	}
-	if r.c, err = checkerClient(r.cp.Management); err != nil {
-		return nil, err
-	}
-	for _, rc := range r.cp.Remotes {
-		c, err := checkerClient(rc)
-		if err != nil {
-			return nil, err
-		}
-		r.remotes = append(r.remotes, c)
-	}
-	if r.clusters, err = fleet.Populate(ctx, r.c, r.cp, fleet.Options{
-		Namespace: Namespace, ScopePrefix: "drill-", ClustersPerRemote: r.o.ClustersPerRemote, ObjectsPerCluster: r.o.ObjectsPerCluster,
-	}); err != nil {
-		return nil, err
-	}
-	r.logf("==> %d replicas, %d clusters, %d objects (logs and journals in %s)", r.o.Replicas, len(r.clusters), len(r.clusters)*r.o.ObjectsPerCluster, r.dir)
-	ids := make([]string, r.o.Replicas)
-	for i := range ids {
-		ids[i] = replicaID(i)
-	}
-	if err := r.startReady(ctx, ids...); err != nil {
-		return nil, err
-	}
-	if err := r.settle(ctx, 120*time.Second); err != nil {
-		return nil, fmt.Errorf("initial settle: %w", err)
 	}
 	report := &Report{Machine: machine(), Replicas: r.o.Replicas, Clusters: len(r.clusters),
 		Objects: len(r.clusters) * r.o.ObjectsPerCluster, LeaseDuration: r.o.LeaseDuration.String()}
@@ -164,6 +130,73 @@ func (r *Runner) run(ctx context.Context) (*Report, error) {
 		}
 	}
 	return report, nil
+}
+
+// start brings up the control plane, the fleet and the replicas, and waits
+// until every cluster is owned (r.allOwned after the replicas' start) and
+// every manager runs (r.startUp).
+func (r *Runner) start(ctx context.Context) error {
+	var err error
+	r.dir = r.o.Dir
+	if r.dir == "" {
+		if r.dir, err = os.MkdirTemp("", "clustershard-drill-"); err != nil {
+			return err
+		}
+	} else if err := os.MkdirAll(r.dir, 0o750); err != nil {
+		return fmt.Errorf("keep-dir: %w", err)
+	}
+	crds, err := deploy.CRDs(true)
+	if err != nil {
+		return err
+	}
+	r.logf("==> control plane: management + %d remotes", r.o.Remotes)
+	if r.cp, err = localcluster.Start(ctx, localcluster.Options{Remotes: r.o.Remotes, CRDs: crds, AuditDir: r.dir}); err != nil {
+		return err
+	}
+	r.kubeconfig = filepath.Join(r.dir, "management.kubeconfig")
+	if err := os.WriteFile(r.kubeconfig, r.cp.Management.KubeConfig, 0o600); err != nil {
+		return err
+	}
+	if r.c, err = checkerClient(r.cp.Management); err != nil {
+		return err
+	}
+	for _, rc := range r.cp.Remotes {
+		c, err := checkerClient(rc)
+		if err != nil {
+			return err
+		}
+		r.remotes = append(r.remotes, c)
+	}
+	if r.clusters, err = fleet.Populate(ctx, r.c, r.cp, fleet.Options{
+		Namespace: Namespace, ScopePrefix: "drill-", ClustersPerRemote: r.o.ClustersPerRemote, ObjectsPerCluster: r.o.ObjectsPerCluster,
+	}); err != nil {
+		return err
+	}
+	r.duration = fleet.ObjectDuration
+	r.logf("==> %d replicas, %d clusters, %d objects (logs and journals in %s)", r.o.Replicas, len(r.clusters), len(r.clusters)*r.o.ObjectsPerCluster, r.dir)
+	started := time.Now()
+	for i := range r.o.Replicas {
+		if err := r.startReplica(replicaID(i)); err != nil {
+			return err
+		}
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
+		h, err := r.holders(ctx)
+		return err == nil && len(h) == len(r.clusters), nil
+	}); err != nil {
+		return fmt.Errorf("initial ownership: %w", err)
+	}
+	r.allOwned = time.Since(started)
+	for i := range r.o.Replicas {
+		if err := r.waitReady(ctx, replicaID(i), r.readyTimeout()); err != nil {
+			return err
+		}
+	}
+	if err := r.settle(ctx, 5*time.Minute); err != nil {
+		return fmt.Errorf("initial settle: %w", err)
+	}
+	r.startUp = time.Since(started)
+	return nil
 }
 
 // checkerClient is an admin client of a cluster that the checks' polling
@@ -186,6 +219,7 @@ func (r *Runner) cleanup() error {
 	for id := range r.reps.live {
 		errs = append(errs, r.term(id))
 	}
+	r.finalLeaks = r.leaks() // before the journals are removed
 	for _, p := range r.proxies {
 		errs = append(errs, p.Close())
 	}

@@ -144,6 +144,9 @@ func (r *Runner) scenario(ctx context.Context, name string) Result {
 	for _, u := range r.unexpectedExits() {
 		res.note("I4", "%s", u)
 	}
+	for _, l := range r.leaks() {
+		res.note("I4", "%s", l)
+	}
 	return res
 }
 

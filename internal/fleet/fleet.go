@@ -19,6 +19,9 @@ import (
 // ExampleKind is the --replicate-kind of the example kind.
 const ExampleKind = "ExampleChaos.v1alpha1.example.clustershard.io/examplechaos"
 
+// ObjectDuration is the spec.duration of every populated ExampleChaos.
+const ObjectDuration = "30s"
+
 // Options size the fleet.
 type Options struct {
 	// Namespace holds the kubeconfig Secrets (and the replicas' Leases).
@@ -72,7 +75,7 @@ func Populate(ctx context.Context, c client.Client, cp *localcluster.ControlPlan
 			for j := range o.ObjectsPerCluster {
 				obj := &examplev1alpha1.ExampleChaos{
 					ObjectMeta: metav1.ObjectMeta{Namespace: scope, Name: fmt.Sprintf("chaos-%d", j)},
-					Spec:       examplev1alpha1.ExampleChaosSpec{RemoteCluster: name, Action: "pod-kill", Duration: "30s"},
+					Spec:       examplev1alpha1.ExampleChaosSpec{RemoteCluster: name, Action: "pod-kill", Duration: ObjectDuration},
 				}
 				if err := c.Create(ctx, obj); err != nil {
 					return nil, err

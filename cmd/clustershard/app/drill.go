@@ -62,6 +62,9 @@ func runDrill(ctx context.Context, o drill.Options, path string) error {
 	for _, l := range rep.Leftovers {
 		fmt.Fprintf(o.Out, "I4 VIOLATED: process left after the drill: %s\n", l)
 	}
+	for _, l := range rep.Leaks {
+		fmt.Fprintf(o.Out, "I4 VIOLATED: %s\n", l)
+	}
 	if !rep.Passed() {
 		return errors.New("drill failed: an invariant was violated")
 	}

@@ -1,0 +1,150 @@
+package bench
+
+import (
+	"os"
+	"runtime"
+	"strings"
+	"time"
+)
+
+// Results are one `make bench` run: every scenario with its baseline,
+// measured on one machine in one run.
+type Results struct {
+	Date     time.Time `json:"date"`
+	Machine  Machine   `json:"machine"`
+	Duration string    `json:"duration"`
+
+	WriteCost   []WriteCost  `json:"writeCost"`
+	Handover    []Handover   `json:"handover"`
+	Balance     []Balance    `json:"balance"`
+	Memory      *Memory      `json:"memory,omitempty"`
+	Replication *Replication `json:"replication,omitempty"`
+	// Errors are scenarios that could not run, with why.
+	Errors []string `json:"errors,omitempty"`
+}
+
+// Machine describes where the run happened.
+type Machine struct {
+	CPUs     int     `json:"cpus"`
+	MemGiB   float64 `json:"memGiB"`
+	OS       string  `json:"os"`
+	Go       string  `json:"go"`
+	CPUModel string  `json:"cpuModel,omitempty"`
+}
+
+// WriteCost is scenario 1 at one size: steady-state ownership API writes
+// per second of clustershard and of the naive baseline (one client-go
+// LeaderElector per replica and cluster). Baseline is 0 when not run.
+type WriteCost struct {
+	Clusters   int     `json:"clusters"`
+	Replicas   int     `json:"replicas"`
+	Window     string  `json:"window"`
+	Shard      float64 `json:"shardWritesPerSecond"`
+	Baseline   float64 `json:"baselineWritesPerSecond"`
+	Ratio      float64 `json:"ratio,omitempty"`
+	ShardReady string  `json:"shardAllOwnedAfter"`
+	Note       string  `json:"note,omitempty"`
+}
+
+// Handover is scenario 2 for one fault: per moved cluster, the time with no
+// remote manager running.
+type Handover struct {
+	Fault    string    `json:"fault"`
+	Clusters int       `json:"clusters"`
+	Lease    string    `json:"leaseDuration"`
+	Moved    int       `json:"moved"`
+	Gaps     []float64 `json:"gapsSeconds"`
+	P50      float64   `json:"p50"`
+	P99      float64   `json:"p99"`
+	Max      float64   `json:"max"`
+	Target   string    `json:"target"`
+	Met      bool      `json:"met"`
+}
+
+// Balance is scenario 3 for one R: owned clusters per replica and clusters
+// moved when one replica joins and leaves, by ring simulation or live.
+type Balance struct {
+	Mode        string  `json:"mode"` // "ring" (simulated) or "live"
+	Clusters    int     `json:"clusters"`
+	Replicas    int     `json:"replicas"`
+	MaxOverMean float64 `json:"maxOverMean"`
+	Owned       []int   `json:"owned"`
+	MovedOut    int     `json:"movedOnScaleOut"`
+	IdealOut    float64 `json:"idealOnScaleOut"`
+	MovedIn     int     `json:"movedOnScaleIn"`
+	IdealIn     float64 `json:"idealOnScaleIn"`
+}
+
+// Memory is scenario 4: replica RSS against owned clusters, and cold start.
+type Memory struct {
+	Points          []MemoryPoint `json:"points"`
+	Idle            string        `json:"idle"`
+	MiBPerCluster   float64       `json:"mibPerCluster"`
+	ColdStartR      int           `json:"coldStartReplicas"`
+	ColdStartM      int           `json:"coldStartClusters"`
+	ColdAllOwned    float64       `json:"coldStartAllOwnedSeconds"`
+	ColdAllRunning  float64       `json:"coldStartAllRunningSeconds"`
+	ColdStartRSSMiB []float64     `json:"coldStartRSSMiB"`
+}
+
+// MemoryPoint is one replica's RSS owning Clusters idle clusters.
+type MemoryPoint struct {
+	Clusters int     `json:"clusters"`
+	RSSMiB   float64 `json:"rssMiB"`
+}
+
+// Replication is scenario 5.
+type Replication struct {
+	Objects  int               `json:"objects"`
+	Clusters int               `json:"clusters"`
+	Runs     []ReplicationRun  `json:"runs"`
+	SpeedUp  float64           `json:"speedUp"`
+	Churn    *ReplicationChurn `json:"churn,omitempty"`
+}
+
+// ReplicationRun is the initial sync of every object by R replicas.
+type ReplicationRun struct {
+	Replicas int     `json:"replicas"`
+	StartUp  float64 `json:"startUpSeconds"`
+	Synced   float64 `json:"syncedSeconds"`
+	PerSec   float64 `json:"objectsPerSecond"`
+}
+
+// ReplicationChurn is the sync lag under a steady creation rate.
+type ReplicationChurn struct {
+	Replicas int     `json:"replicas"`
+	Rate     float64 `json:"objectsPerSecond"`
+	Objects  int     `json:"objects"`
+	P50      float64 `json:"p50Seconds"`
+	P99      float64 `json:"p99Seconds"`
+	Max      float64 `json:"maxSeconds"`
+	Missing  int     `json:"notSynced"`
+}
+
+// ThisMachine describes the machine running the benchmark.
+func ThisMachine() Machine {
+	m := Machine{CPUs: runtime.NumCPU(), OS: runtime.GOOS + "/" + runtime.GOARCH, Go: runtime.Version()}
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(l, "MemTotal:"); ok {
+				var kb float64
+				for _, f := range strings.Fields(v) {
+					if n, err := parseFloat(f); err == nil {
+						kb = n
+						break
+					}
+				}
+				m.MemGiB = kb / 1024 / 1024
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(l, "model name"); ok {
+				m.CPUModel = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":"))
+				break
+			}
+		}
+	}
+	return m
+}

@@ -1,0 +1,190 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/clustershard/clustershard/internal/drill"
+	"github.com/clustershard/clustershard/internal/localcluster"
+	"github.com/clustershard/clustershard/internal/scheme"
+)
+
+// Config sizes a benchmark run. Defaults (Default) fit a 2-core, 24 GiB
+// machine in about half an hour.
+type Config struct {
+	// Binary is the clustershard binary run as replicas.
+	Binary string
+	// Scenarios to run: writecost, handover, balance, memory, replication.
+	Scenarios []string
+	// WriteCostSizes are the fleet sizes of scenario 1; BaselineMax the
+	// largest size the naive baseline runs at; Window the measuring window.
+	WriteCostSizes []int
+	BaselineMax    int
+	Window         time.Duration
+	// HandoverClusters is M of scenario 2; Lease the replicas' lease.
+	HandoverClusters int
+	Lease            time.Duration
+	// BalanceClusters, RingReplicas and LiveReplicas size scenario 3.
+	BalanceClusters int
+	RingReplicas    []int
+	LiveReplicas    []int
+	// MemorySizes, ColdStartClusters and Idle size scenario 4.
+	MemorySizes       []int
+	ColdStartClusters int
+	Idle              time.Duration
+	// ReplicationClusters × ReplicationObjects sources, and the churn.
+	ReplicationClusters int
+	ReplicationObjects  int
+	ChurnRate           float64
+	ChurnObjects        int
+
+	Out io.Writer
+}
+
+// AllScenarios are the scenario names, in the order they run.
+var AllScenarios = []string{"writecost", "handover", "balance", "memory", "replication"}
+
+// Default is the configuration of `make bench`.
+func Default(binary string) Config {
+	return Config{
+		Binary: binary, Scenarios: AllScenarios,
+		WriteCostSizes: []int{100, 1000, 5000}, BaselineMax: 1000, Window: 30 * time.Second,
+		HandoverClusters: 300, Lease: 4 * time.Second,
+		BalanceClusters: 1000, RingReplicas: []int{3, 5, 10}, LiveReplicas: []int{3, 5},
+		MemorySizes: []int{0, 100, 500, 1000}, ColdStartClusters: 1000, Idle: 10 * time.Second,
+		ReplicationClusters: 100, ReplicationObjects: 100, ChurnRate: 50, ChurnObjects: 1000,
+	}
+}
+
+// Run runs the configured scenarios; a scenario that fails is recorded in
+// Results.Errors and the others still run.
+func Run(ctx context.Context, c Config) *Results {
+	if c.Out == nil {
+		c.Out = io.Discard
+	}
+	logf := func(format string, args ...any) { fmt.Fprintf(c.Out, format+"\n", args...) }
+	res := &Results{Date: time.Now().UTC(), Machine: ThisMachine()}
+	start := time.Now()
+	fail := func(scenario string, err error) {
+		res.Errors = append(res.Errors, fmt.Sprintf("%s: %v", scenario, err))
+		logf("  %s FAILED: %v", scenario, err)
+	}
+	want := map[string]bool{}
+	for _, s := range c.Scenarios {
+		want[s] = true
+	}
+	drillOpts := drill.Options{Binary: c.Binary, LeaseDuration: c.Lease, Out: c.Out}
+
+	if want["writecost"] || want["balance"] {
+		if err := ownershipScenarios(ctx, c, want, res, logf); err != nil {
+			fail("writecost/balance", err)
+		}
+	}
+	if want["handover"] {
+		logf("==> 2. hand-over gaps at M=%d", c.HandoverClusters)
+		o := drillOpts
+		o.Replicas, o.Remotes, o.ClustersPerRemote = 3, 3, c.HandoverClusters/3
+		h, err := handovers(ctx, o, logf)
+		res.Handover = h
+		if err != nil {
+			fail("handover", err)
+		}
+	}
+	if want["memory"] {
+		logf("==> 4. memory and cold start")
+		m, err := memory(ctx, drillOpts, c.MemorySizes, 3, c.ColdStartClusters, c.Idle, logf)
+		res.Memory = m
+		if err != nil {
+			fail("memory", err)
+		}
+	}
+	if want["replication"] {
+		logf("==> 5. replication of %d objects over %d clusters", c.ReplicationClusters*c.ReplicationObjects, c.ReplicationClusters)
+		rep := &Replication{Objects: c.ReplicationClusters * c.ReplicationObjects, Clusters: c.ReplicationClusters}
+		for _, r := range []int{1, 3} {
+			o := drillOpts
+			o.Replicas, o.Remotes, o.ClustersPerRemote, o.ObjectsPerCluster = r, 2, c.ReplicationClusters/2, c.ReplicationObjects
+			var churn *ReplicationChurn
+			if r == 3 && c.ChurnObjects > 0 {
+				churn = &ReplicationChurn{Replicas: r, Rate: c.ChurnRate, Objects: c.ChurnObjects}
+				rep.Churn = churn
+			}
+			run, err := replicationRun(ctx, o, churn, logf)
+			if err != nil {
+				fail(fmt.Sprintf("replication R=%d", r), err)
+				break
+			}
+			rep.Runs = append(rep.Runs, run)
+		}
+		if len(rep.Runs) == 2 && rep.Runs[1].Synced > 0 {
+			rep.SpeedUp = round(rep.Runs[0].Synced/rep.Runs[1].Synced, 2)
+		}
+		res.Replication = rep
+	}
+	res.Duration = time.Since(start).Round(time.Second).String()
+	return res
+}
+
+// ownershipScenarios runs scenario 1 and the live part of scenario 3 on
+// in-process coordinators against one management API server, and the ring
+// simulation of scenario 3.
+func ownershipScenarios(ctx context.Context, c Config, want map[string]bool, res *Results, logf func(string, ...any)) error {
+	if want["balance"] {
+		logf("==> 3. balance (ring simulation) at M=%d", c.BalanceClusters)
+		for _, r := range c.RingReplicas {
+			b, err := ringBalance(r, c.BalanceClusters)
+			if err != nil {
+				return err
+			}
+			logf("  ring R=%d: owned %v (max/mean %.3f), scale-out moved %d (ideal %.0f), scale-in moved %d (ideal %.0f)",
+				r, b.Owned, b.MaxOverMean, b.MovedOut, b.IdealOut, b.MovedIn, b.IdealIn)
+			res.Balance = append(res.Balance, b)
+		}
+	}
+	cp, err := localcluster.Start(ctx, localcluster.Options{})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = cp.Stop() }()
+	cfg := cp.Management.Config
+	cl, err := client.New(cfg, client.Options{Scheme: scheme.New()})
+	if err != nil {
+		return err
+	}
+	if want["writecost"] {
+		logf("==> 1. ownership write cost, R=3, window %v", c.Window)
+		for _, m := range c.WriteCostSizes {
+			wc, err := shardWriteCost(ctx, cfg, cl, 3, m, c.Window, logf)
+			if err != nil {
+				return err
+			}
+			if m <= c.BaselineMax {
+				if wc.Baseline, err = baselineWriteCost(ctx, cfg, cl, 3, m, c.Window); err != nil {
+					return err
+				}
+				if wc.Shard > 0 {
+					wc.Ratio = round(wc.Baseline/wc.Shard, 1)
+				}
+				logf("  baseline M=%d: %.3f writes/s (%.1f× clustershard)", m, wc.Baseline, wc.Ratio)
+			} else {
+				wc.Note = fmt.Sprintf("baseline not run: %d LeaderElectors do not fit this machine next to the API server", 3*m)
+			}
+			res.WriteCost = append(res.WriteCost, wc)
+		}
+	}
+	if want["balance"] {
+		logf("==> 3. balance (live coordinators) at M=%d", c.BalanceClusters)
+		for _, r := range c.LiveReplicas {
+			b, err := liveBalance(ctx, cfg, cl, r, c.BalanceClusters, logf)
+			if err != nil {
+				return err
+			}
+			res.Balance = append(res.Balance, b)
+		}
+	}
+	return nil
+}
