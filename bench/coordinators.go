@@ -126,8 +126,9 @@ func (f *coordinators) owners() map[string][]string {
 }
 
 // settle waits until every cluster has exactly one owner and no cluster
-// changed owner for quiet, and returns cluster → owner.
-func (f *coordinators) settle(ctx context.Context, quiet, timeout time.Duration) (map[string]string, error) {
+// changed owner for quiet, and returns cluster → owner and when that
+// ownership was first seen.
+func (f *coordinators) settle(ctx context.Context, quiet, timeout time.Duration) (map[string]string, time.Time, error) {
 	deadline := time.Now().Add(timeout)
 	var prev map[string]string
 	since := time.Now()
@@ -135,7 +136,7 @@ func (f *coordinators) settle(ctx context.Context, quiet, timeout time.Duration)
 		cur := map[string]string{}
 		for c, os := range f.owners() {
 			if len(os) > 1 {
-				return nil, fmt.Errorf("cluster %s owned by %v at once", c, os)
+				return nil, time.Time{}, fmt.Errorf("cluster %s owned by %v at once", c, os)
 			}
 			cur[c] = os[0]
 		}
@@ -144,14 +145,14 @@ func (f *coordinators) settle(ctx context.Context, quiet, timeout time.Duration)
 		}
 		prev = cur
 		if len(cur) == len(f.names) && time.Since(since) >= quiet {
-			return cur, nil
+			return cur, since, nil
 		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("not settled within %v: %d of %d clusters owned", timeout, len(cur), len(f.names))
+			return nil, time.Time{}, fmt.Errorf("not settled within %v: %d of %d clusters owned", timeout, len(cur), len(f.names))
 		}
 		select {
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return nil, time.Time{}, ctx.Err()
 		case <-time.After(250 * time.Millisecond):
 		}
 	}

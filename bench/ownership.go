@@ -55,10 +55,11 @@ func shardWriteCost(ctx context.Context, cfg *rest.Config, c client.Client, r, m
 			return res, err
 		}
 	}
-	if _, err := f.settle(ctx, 5*time.Second, 10*time.Minute); err != nil {
+	_, reached, err := f.settle(ctx, 5*time.Second, 10*time.Minute)
+	if err != nil {
 		return res, err
 	}
-	res.ShardReady = time.Since(start).Round(time.Millisecond).String()
+	res.ShardReady = reached.Sub(start).Round(time.Millisecond).String()
 	w0, t0 := f.writes(), time.Now()
 	sleep(ctx, window)
 	w1, t1 := f.writes(), time.Now()
@@ -157,7 +158,7 @@ func liveBalance(ctx context.Context, cfg *rest.Config, c client.Client, r, m in
 			return res, err
 		}
 	}
-	before, err := f.settle(ctx, 5*time.Second, 10*time.Minute)
+	before, _, err := f.settle(ctx, 5*time.Second, 10*time.Minute)
 	if err != nil {
 		return res, err
 	}
@@ -167,7 +168,7 @@ func liveBalance(ctx context.Context, cfg *rest.Config, c client.Client, r, m in
 	if err := f.start(extra); err != nil {
 		return res, err
 	}
-	out, err := f.settle(ctx, 5*time.Second, 10*time.Minute)
+	out, _, err := f.settle(ctx, 5*time.Second, 10*time.Minute)
 	if err != nil {
 		return res, err
 	}
@@ -175,7 +176,7 @@ func liveBalance(ctx context.Context, cfg *rest.Config, c client.Client, r, m in
 	if err := f.stop(extra); err != nil {
 		return res, err
 	}
-	in, err := f.settle(ctx, 5*time.Second, 10*time.Minute)
+	in, _, err := f.settle(ctx, 5*time.Second, 10*time.Minute)
 	if err != nil {
 		return res, err
 	}

@@ -6,6 +6,8 @@ import (
 	"io"
 	"time"
 
+	"github.com/go-logr/logr"
+	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/clustershard/clustershard/internal/drill"
@@ -67,6 +69,8 @@ func Run(ctx context.Context, c Config) *Results {
 		c.Out = io.Discard
 	}
 	logf := func(format string, args ...any) { fmt.Fprintf(c.Out, format+"\n", args...) }
+	// Thousands of in-process LeaderElectors log every attempt through klog.
+	klog.SetLogger(logr.Discard())
 	res := &Results{Date: time.Now().UTC(), Machine: ThisMachine()}
 	start := time.Now()
 	fail := func(scenario string, err error) {
