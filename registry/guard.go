@@ -13,9 +13,14 @@ import (
 )
 
 // gate admits the API calls of one cluster's remote clients until the cluster
-// is stopped. close refuses new calls and cancels those in flight; drain waits
-// for them to return, so once Stop has returned no request of this cluster is
-// still on its way to the remote API server.
+// is stopped. close refuses new calls and cancels the reads in flight; drain
+// waits for every call to return. Writes in flight are not cancelled: a
+// cancelled request may already be on its way and reach the remote API
+// server after the client gave up (the drill's audit logs showed one arrive
+// after its replica's authority had ended). A write runs until the server
+// answers or its fence deadline passes, so once Stop has returned, every
+// write of this cluster has been answered (or was cut off at the end of the
+// replica's membership, which others wait out).
 type gate struct {
 	cluster string
 	fence   Fence
@@ -57,7 +62,10 @@ func (g *gate) enter(ctx context.Context, write bool) (context.Context, func(), 
 			callCtx, cancel = context.WithDeadline(ctx, deadline)
 		}
 	}
-	stop := context.AfterFunc(g.ctx, cancel)
+	stop := func() bool { return false }
+	if !write {
+		stop = context.AfterFunc(g.ctx, cancel)
+	}
 	return callCtx, func() {
 		stop()
 		cancel()
@@ -65,7 +73,7 @@ func (g *gate) enter(ctx context.Context, write bool) (context.Context, func(), 
 	}, nil
 }
 
-// close refuses new calls and cancels the ones in flight.
+// close refuses new calls and cancels the reads in flight.
 func (g *gate) close() {
 	g.mu.Lock()
 	g.closed = true

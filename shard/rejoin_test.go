@@ -6,7 +6,9 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/clustershard/clustershard/shard"
@@ -57,5 +59,55 @@ func TestRestartedReplicaRejoinsAndIsReadyWithItsShare(t *testing.T) {
 	}
 	if _, ok := member.Annotations[shard.LeavingAnnotation]; ok {
 		t.Fatalf("leaving mark still on the restarted replica's membership: %v", member.Annotations)
+	}
+}
+
+// A replica whose share stays held by a live member that never hands it over
+// still reports ready once the catch-up timeout (2 × lease) has passed, so a
+// rollout is paced, never blocked.
+func TestReadyAfterCatchUpTimeoutWhenShareIsHeld(t *testing.T) {
+	ns := namespace(t, "catchup")
+	clusters := names(6)
+	// A squatter: a live member (its membership Lease keeps changing) that
+	// holds every cluster Lease and never releases one.
+	member := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: shard.MemberLeaseName("squatter"), Labels: map[string]string{shard.RoleLabel: "member"}},
+		Spec:       coordinationv1.LeaseSpec{HolderIdentity: ptr.To("squatter"), LeaseDurationSeconds: ptr.To[int32](3)},
+	}
+	if err := env.Client.Create(t.Context(), member); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go func() {
+		for ctx.Err() == nil {
+			member.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
+			_ = env.Client.Update(ctx, member)
+			time.Sleep(retryPeriod)
+		}
+	}()
+	for _, c := range clusters {
+		l := &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: shard.ClusterLeaseName(c),
+				Labels: map[string]string{shard.RoleLabel: "cluster"}, Annotations: map[string]string{shard.ClusterAnnotation: c}},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("squatter")},
+		}
+		if err := env.Client.Create(t.Context(), l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := time.Now()
+	a := startInstance(t, ns, "a", clusters, trackingHandler{"a", newTracker()})
+	err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, 4*leaseDuration, true, func(context.Context) (bool, error) {
+		return a.c.Ready(), nil
+	})
+	if err != nil {
+		t.Fatal("never ready although the catch-up timeout passed")
+	}
+	if took := time.Since(start); took < 2*leaseDuration {
+		t.Fatalf("ready after %v, before the catch-up timeout %v, owning %v", took, 2*leaseDuration, a.c.Owned())
+	}
+	if owned := a.c.Owned(); len(owned) != 0 {
+		t.Fatalf("took clusters from a live holder: %v", owned)
 	}
 }
