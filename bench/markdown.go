@@ -36,6 +36,10 @@ func Markdown(r *Results, plots map[string]string, jsonFile string) string {
 		r.Machine.CPUs, r.Machine.CPUModel, r.Machine.MemGiB, r.Machine.OS, r.Machine.Go)
 	p("Baselines are measured in the same run.")
 	p("")
+	for _, rr := range r.Reruns {
+		p("Re-measured after the main run: %s", rr)
+		p("")
+	}
 	if len(r.Errors) > 0 {
 		p("**Scenarios that did not complete:**")
 		for _, e := range r.Errors {

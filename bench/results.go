@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"fmt"
 	"os"
 	"runtime"
 	"strings"
@@ -21,6 +22,41 @@ type Results struct {
 	Replication *Replication `json:"replication,omitempty"`
 	// Errors are scenarios that could not run, with why.
 	Errors []string `json:"errors,omitempty"`
+	// Reruns record scenarios measured again later into these results
+	// (bench --update), with when and why.
+	Reruns []string `json:"reruns,omitempty"`
+}
+
+// Merge replaces the scenarios of r that o measured (named in scenarios) by
+// o's, and records the rerun.
+func (r *Results) Merge(o *Results, scenarios []string, why string) {
+	for _, s := range scenarios {
+		switch s {
+		case "writecost":
+			r.WriteCost = o.WriteCost
+		case "handover":
+			r.Handover = o.Handover
+		case "balance":
+			r.Balance = o.Balance
+		case "memory":
+			r.Memory = o.Memory
+		case "replication":
+			r.Replication = o.Replication
+		}
+	}
+	kept := r.Errors[:0]
+	for _, e := range r.Errors { // errors of the re-measured scenarios are superseded
+		superseded := false
+		for _, s := range scenarios {
+			superseded = superseded || strings.HasPrefix(e, s)
+		}
+		if !superseded {
+			kept = append(kept, e)
+		}
+	}
+	r.Errors = append(kept, o.Errors...)
+	r.Reruns = append(r.Reruns, fmt.Sprintf("%s re-measured on %s (%s): %s", strings.Join(scenarios, ", "),
+		o.Date.Format("2006-01-02 15:04 UTC"), o.Duration, why))
 }
 
 // Machine describes where the run happened.

@@ -61,6 +61,9 @@ type Result struct {
 	Downtime string `json:"downtime,omitempty"`
 	// Churn says what the churn did during the fault, if it ran.
 	Churn string `json:"churn,omitempty"`
+	// Notes are events of the test environment worth knowing (not
+	// violations), such as an API server that had to be killed.
+	Notes []string `json:"notes,omitempty"`
 	// Intervals is how many authority intervals I1 compared; Writes how many
 	// remote writes (from the remote API servers' audit logs) it checked
 	// against them, so far in the drill.
@@ -110,6 +113,9 @@ func (r Result) Line() string {
 		verdict, r.Scenario, r.Victim, r.Moved, med.Round(time.Millisecond), worst.Round(time.Millisecond), r.Bound, r.Converged, r.Intervals, r.Writes)
 	if r.Churn != "" {
 		fmt.Fprintf(&b, "\n       %s", r.Churn)
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(&b, "\n       note: %s", n)
 	}
 	for _, inv := range []string{"I1", "I2", "I3", "I4"} {
 		status := "ok"

@@ -45,8 +45,11 @@ func (r *Runner) journals() (map[*replica][]shard.JournalEntry, error) {
 	return out, nil
 }
 
-// runningSince returns, per cluster, when a live replica holding its Lease
-// first reported its manager running at or after since (zero if not yet).
+// runningSince returns, per cluster, since when a live replica holding its
+// Lease has been running its manager (its latest "running" after its latest
+// "owned", not followed by a hand-over or loss; a manager restarted for a new
+// kubeconfig counts from its restart), if that is at or after since. A cluster that went back to a replica which ran it before counts
+// only once that replica runs it again.
 func (r *Runner) runningSince(ctx context.Context, since time.Time) (map[string]time.Time, error) {
 	holders, err := r.holders(ctx)
 	if err != nil {
@@ -61,11 +64,18 @@ func (r *Runner) runningSince(ctx context.Context, since time.Time) (map[string]
 		if r.reps.live[rep.id] != rep || rep.paused {
 			continue
 		}
+		current := map[string]time.Time{} // cluster → running since, in the current tenure
 		for _, e := range entries {
-			if e.Event == shard.JournalRunning && holders[e.Cluster] == rep.id && !e.Time.Before(since) {
-				if t, ok := out[e.Cluster]; !ok || e.Time.Before(t) {
-					out[e.Cluster] = e.Time
-				}
+			switch e.Event {
+			case shard.JournalOwned, shard.JournalReleasing, shard.JournalLost, shard.JournalStopped:
+				delete(current, e.Cluster)
+			case shard.JournalRunning:
+				current[e.Cluster] = e.Time // a restarted manager runs since its restart
+			}
+		}
+		for c, t := range current {
+			if holders[c] == rep.id && !t.Before(since) {
+				out[c] = t
 			}
 		}
 	}

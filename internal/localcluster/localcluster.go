@@ -286,7 +286,14 @@ func (c *Cluster) stop(removeData bool) error {
 	defer c.mu.Unlock()
 	var err error
 	if c.up {
-		err = c.plane.APIServer.Stop()
+		if err = c.plane.APIServer.Stop(); err != nil {
+			// Still running past its stop timeout: kill it, so a restart
+			// finds its port free.
+			for _, pid := range childProcs("kube-apiserver", "--cert-dir="+c.plane.APIServer.CertDir) {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+			err = fmt.Errorf("%s did not exit after SIGTERM within its stop timeout and was killed: %w", c.Name, err)
+		}
 		c.up = false
 	}
 	if removeData {

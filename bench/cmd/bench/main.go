@@ -31,6 +31,9 @@ func run() error {
 	out := flag.String("out", "bench", "Directory of results/, plots/ and RESULTS.md.")
 	scenarios := flag.String("scenarios", strings.Join(bench.AllScenarios, ","), "Comma-separated scenarios to run.")
 	render := flag.String("render", "", "Only render RESULTS.md and the plots from this results JSON file.")
+	update := flag.String("update", "", "Run --scenarios and merge them into this results JSON file (with --why), instead of writing a new one.")
+	why := flag.String("why", "", "With --update: why the scenarios were measured again.")
+	objects := flag.Int("objects-per-cluster", 100, "Replication: source objects per cluster (100 clusters).")
 	flag.Parse()
 
 	var res *bench.Results
@@ -48,6 +51,10 @@ func run() error {
 	} else {
 		c := bench.Default(*binary)
 		c.Scenarios = strings.Split(*scenarios, ",")
+		if *objects < 1 {
+			return errors.New("--objects-per-cluster must be positive")
+		}
+		c.ReplicationObjects = *objects
 		for _, s := range c.Scenarios {
 			if !slices.Contains(bench.AllScenarios, s) {
 				return fmt.Errorf("unknown scenario %q (known: %v)", s, bench.AllScenarios)
@@ -64,6 +71,21 @@ func run() error {
 			return err
 		}
 		jsonPath = filepath.Join(*out, "results", res.Date.Format("2006-01-02")+".json")
+		if *update != "" {
+			if *why == "" {
+				return errors.New("--update needs --why")
+			}
+			b, err := os.ReadFile(*update)
+			if err != nil {
+				return err
+			}
+			base := &bench.Results{}
+			if err := json.Unmarshal(b, base); err != nil {
+				return fmt.Errorf("%s: %w", *update, err)
+			}
+			base.Merge(res, c.Scenarios, *why)
+			res, jsonPath = base, *update
+		}
 		b, err := json.MarshalIndent(res, "", "  ")
 		if err != nil {
 			return err
