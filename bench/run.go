@@ -58,7 +58,7 @@ func Default(binary string) Config {
 		HandoverClusters: 300, Lease: 4 * time.Second,
 		BalanceClusters: 1000, RingReplicas: []int{3, 5, 10}, LiveReplicas: []int{3, 5},
 		MemorySizes: []int{0, 100, 500, 1000}, ColdStartClusters: 1000, Idle: 10 * time.Second,
-		ReplicationClusters: 100, ReplicationObjects: 100, ChurnRate: 50, ChurnObjects: 1000,
+		ReplicationClusters: 100, ReplicationObjects: 20, ChurnRate: 50, ChurnObjects: 1000,
 	}
 }
 
