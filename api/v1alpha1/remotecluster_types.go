@@ -58,13 +58,23 @@ type KubeConfigSource struct {
 // HelmInstall is a Helm release to install or upgrade in the remote cluster
 // before its manager is spawned (Chaos Mesh's chart release, generalised).
 type HelmInstall struct {
-	// Chart is a local chart path inside the controller's file system, or a
-	// repository reference (https:// or oci://).
+	// Chart says where the chart comes from:
+	//   - a local path inside the controller's file system (a chart folder or
+	//     a .tgz archive, for example from a mounted volume), read at each
+	//     install or upgrade;
+	//   - oci://host/path/name: a chart in an OCI registry, tag = version;
+	//   - https://host/path/name-1.2.3.tgz: a chart archive;
+	//   - https://host/path/name: chart "name" of the Helm repository at
+	//     https://host/path (its index.yaml), version = a version or a
+	//     semver constraint (empty: the newest).
+	// Charts fetched over the network are cached per version.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=1024
 	Chart string `json:"chart"`
 
-	// Version of the chart; empty takes the chart as found.
+	// Version of the chart; empty takes the chart as found (a local chart) or
+	// the newest (a repository). A release is upgraded only when the chart
+	// version or the values change.
 	// +kubebuilder:validation:MaxLength=128
 	// +optional
 	Version string `json:"version,omitempty"`
@@ -108,7 +118,8 @@ type InstallSpec struct {
 	Helm *HelmInstall `json:"helm,omitempty"`
 
 	// CleanupPolicy says whether what was installed is removed when the
-	// RemoteCluster is deleted.
+	// RemoteCluster is deleted. With Delete, the Helm release is also
+	// uninstalled when spec.install.helm is removed or names another release.
 	// +kubebuilder:default=Retain
 	// +optional
 	CleanupPolicy CleanupPolicy `json:"cleanupPolicy,omitempty"`
@@ -158,6 +169,39 @@ type RemoteClusterStatus struct {
 	// LastHandoverTime is when the cluster last changed owner.
 	// +optional
 	LastHandoverTime *metav1.Time `json:"lastHandoverTime,omitempty"`
+
+	// Helm is the Helm release deployed in the remote cluster for spec.install.helm.
+	// +optional
+	Helm *HelmReleaseStatus `json:"helm,omitempty"`
+}
+
+// HelmReleaseStatus is the observed state of the Helm release in the remote cluster.
+type HelmReleaseStatus struct {
+	// ReleaseName of the release.
+	ReleaseName string `json:"releaseName"`
+	// Namespace of the release.
+	Namespace string `json:"namespace"`
+	// Chart is the deployed chart's name.
+	// +optional
+	Chart string `json:"chart,omitempty"`
+	// Version is the deployed chart's version.
+	// +optional
+	Version string `json:"version,omitempty"`
+	// AppVersion is the deployed chart's appVersion.
+	// +optional
+	AppVersion string `json:"appVersion,omitempty"`
+	// Revision is the release's revision in Helm's history.
+	// +optional
+	Revision int `json:"revision,omitempty"`
+	// Status is Helm's status of that revision (deployed, failed, ...).
+	// +optional
+	Status string `json:"status,omitempty"`
+	// ValuesHash is a hash of the values the revision was deployed with.
+	// +optional
+	ValuesHash string `json:"valuesHash,omitempty"`
+	// LastDeployed is when the revision was deployed.
+	// +optional
+	LastDeployed *metav1.Time `json:"lastDeployed,omitempty"`
 }
 
 // RemoteCluster is a remote Kubernetes cluster managed from this management cluster.
@@ -169,6 +213,8 @@ type RemoteClusterStatus struct {
 // +kubebuilder:printcolumn:name="Owner",type=string,JSONPath=`.status.owner`
 // +kubebuilder:printcolumn:name="Connected",type=string,JSONPath=`.status.conditions[?(@.type=="Connected")].status`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Installed",type=string,JSONPath=`.status.conditions[?(@.type=="Installed")].status`,priority=1
+// +kubebuilder:printcolumn:name="Revision",type=integer,JSONPath=`.status.helm.revision`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 63",message="RemoteCluster name must be at most 63 characters: it is used as a label value in remote clusters"
 type RemoteCluster struct {

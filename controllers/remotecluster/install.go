@@ -49,15 +49,18 @@ func installCRDs(rc *v1alpha1.RemoteCluster) bool {
 	return rc.Spec.Install == nil || rc.Spec.Install.CRDs == nil || *rc.Spec.Install.CRDs
 }
 
-// install copies the replicated kinds' CRDs from the management cluster by
-// server-side apply and creates spec.install.namespace, then sets Installed.
+// install ensures spec.install in the remote cluster: the replicated kinds'
+// CRDs copied from the management cluster by server-side apply, the
+// namespace, then the Helm release. It sets Installed on success, and
+// returns errChartPending while the chart is being fetched.
 func (r *Reconciler) install(ctx context.Context, rc *v1alpha1.RemoteCluster, cfg *rest.Config) error {
 	wantCRDs := installCRDs(rc) && len(r.Kinds) > 0
 	ns := ""
 	if rc.Spec.Install != nil {
 		ns = rc.Spec.Install.Namespace
 	}
-	if !wantCRDs && ns == "" {
+	wantHelm := rc.Spec.Install != nil && (rc.Spec.Install.Helm != nil || rc.Status.Helm != nil)
+	if !wantCRDs && ns == "" && !wantHelm {
 		r.setCondition(rc, v1alpha1.ConditionInstalled, true, ReasonNothingToInstall, "spec.install asks for nothing")
 		return nil
 	}
@@ -91,12 +94,34 @@ func (r *Reconciler) install(ctx context.Context, rc *v1alpha1.RemoteCluster, cf
 		}
 	}
 	if ns != "" {
-		n := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{InstalledLabel: "clustershard"}}}
-		if err := r.owned(rc.Name, func() error { return remote.Create(ctx, n) }); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("create namespace %s: %w", ns, err)
+		if err := r.createNamespace(ctx, remote, rc.Name, ns); err != nil {
+			return err
 		}
 	}
-	r.setCondition(rc, v1alpha1.ConditionInstalled, true, ReasonInstalled, fmt.Sprintf("%d CRDs applied; namespace %q", len(applied), ns))
+	msg := fmt.Sprintf("%d CRDs applied; namespace %q", len(applied), ns)
+	if wantHelm {
+		helm, err := r.ensureHelm(ctx, rc, cfg)
+		if err != nil {
+			return err
+		}
+		if helm != "" {
+			msg += "; " + helm
+		}
+	}
+	r.setCondition(rc, v1alpha1.ConditionInstalled, true, ReasonInstalled, msg)
+	return nil
+}
+
+// createNamespace creates ns in the remote cluster, labelled as installed by
+// clustershard, unless it exists.
+func (r *Reconciler) createNamespace(ctx context.Context, remote client.Client, cluster, ns string) error {
+	if err := remote.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{}); err == nil {
+		return nil // no write when it is there already
+	}
+	n := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{InstalledLabel: "clustershard"}}}
+	if err := r.owned(cluster, func() error { return remote.Create(ctx, n) }); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create namespace %s: %w", ns, err)
+	}
 	return nil
 }
 
@@ -138,7 +163,9 @@ func waitEstablished(ctx context.Context, c client.Client, name string) error {
 	}
 }
 
-// uninstall removes the CRDs and namespace clustershard installed.
+// uninstall removes what clustershard installed: the Helm release (the one
+// asked for and the one last deployed), the CRDs, and the namespaces it
+// created.
 func (r *Reconciler) uninstall(ctx context.Context, rc *v1alpha1.RemoteCluster) error {
 	cfg, err := r.restConfigFor(ctx, rc)
 	if err != nil {
@@ -149,6 +176,18 @@ func (r *Reconciler) uninstall(ctx context.Context, rc *v1alpha1.RemoteCluster) 
 		return err
 	}
 	var errs []error
+	releases := map[[2]string]bool{}
+	if h := rc.Spec.Install.Helm; h != nil {
+		releases[[2]string{h.Namespace, h.ReleaseName}] = true
+	}
+	if h := rc.Status.Helm; h != nil {
+		releases[[2]string{h.Namespace, h.ReleaseName}] = true
+	}
+	for rel := range releases {
+		if err := r.uninstallHelm(ctx, rc, cfg, rel[0], rel[1]); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if installCRDs(rc) {
 		for _, k := range r.Kinds {
 			crd := &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: k.CRD}}
@@ -158,8 +197,7 @@ func (r *Reconciler) uninstall(ctx context.Context, rc *v1alpha1.RemoteCluster) 
 		}
 	}
 	if ns := rc.Spec.Install.Namespace; ns != "" {
-		n := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}
-		if err := r.owned(rc.Name, func() error { return remote.Delete(ctx, n) }); client.IgnoreNotFound(err) != nil {
+		if err := r.deleteInstalledNamespace(ctx, remote, rc.Name, ns); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -2,6 +2,7 @@ package remotecluster
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -24,6 +25,7 @@ import (
 
 	"github.com/clustershard/clustershard/api/v1alpha1"
 	"github.com/clustershard/clustershard/controllers/replication"
+	"github.com/clustershard/clustershard/internal/helmrelease"
 	"github.com/clustershard/clustershard/internal/kubeconfig"
 	"github.com/clustershard/clustershard/registry"
 	"github.com/clustershard/clustershard/shard"
@@ -90,9 +92,24 @@ type Reconciler struct {
 	Resync time.Duration
 	// Workers is how many clusters reconcile at once (DefaultWorkers if 0).
 	Workers int
+	// Charts fetches and caches the charts of spec.install.helm.
+	Charts *helmrelease.Charts
+	// Enqueue reconciles a cluster again soon (a chart fetch ended).
+	Enqueue func(cluster string)
 
-	mu      sync.Mutex
-	spawned map[string]string // cluster -> kubeconfig hash of the running manager
+	mu        sync.Mutex
+	spawned   map[string]string    // cluster -> kubeconfig hash of the running manager
+	installed map[string]installed // cluster -> last spec.install ensured while running
+}
+
+// installed is the spec.install last ensured for a running manager, when,
+// and what it recorded in status: re-applied by later reconciles, so a status
+// write that failed (a conflict) does not lose it.
+type installed struct {
+	key       string
+	at        time.Time
+	condition metav1.Condition
+	helm      *v1alpha1.HelmReleaseStatus
 }
 
 // Reconcile brings one RemoteCluster to its desired state if this replica owns it.
@@ -135,7 +152,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			err = errors.Join(err, fmt.Errorf("update status: %w", perr))
 		}
 	}
-	return ctrl.Result{RequeueAfter: r.resync()}, err
+	if err != nil {
+		return ctrl.Result{}, err // retried with backoff
+	}
+	return ctrl.Result{RequeueAfter: r.resync()}, nil
 }
 
 func (r *Reconciler) resync() time.Duration {
@@ -210,6 +230,7 @@ func (r *Reconciler) ensure(ctx context.Context, rc *v1alpha1.RemoteCluster) err
 		_ = r.stop(ctx, rc.Name)
 		return r.fail(rc, v1alpha1.ConditionReady, ReasonManagerFailed, fmt.Errorf("remote manager failed, restarting: %w", info.Err))
 	}
+	key := installKey(rc, hash)
 	if !running {
 		version, err := probe(ctx, cfg, r.probeTimeout())
 		if err != nil {
@@ -218,6 +239,12 @@ func (r *Reconciler) ensure(ctx context.Context, rc *v1alpha1.RemoteCluster) err
 		rc.Status.ServerVersion = version
 		r.setCondition(rc, v1alpha1.ConditionConnected, true, ReasonReachable, "Remote API server "+version+" answered")
 		if err := r.install(ctx, rc, cfg); err != nil {
+			if errors.Is(err, errChartPending) {
+				// Spawned once the chart is there: the fetch re-enqueues.
+				r.setCondition(rc, v1alpha1.ConditionInstalled, false, ReasonChartPending, err.Error())
+				r.setCondition(rc, v1alpha1.ConditionReady, false, ReasonChartPending, "waiting for the chart of spec.install.helm")
+				return nil
+			}
 			return r.fail(rc, v1alpha1.ConditionInstalled, ReasonInstallFailed, err)
 		}
 		err = r.owned(rc.Name, func() error {
@@ -231,7 +258,31 @@ func (r *Reconciler) ensure(ctx context.Context, rc *v1alpha1.RemoteCluster) err
 			return r.fail(rc, v1alpha1.ConditionReady, ReasonSpawnFailed, fmt.Errorf("spawn the remote manager: %w", err))
 		}
 		r.setRunningHash(rc.Name, hash)
+		r.setInstalled(rc, key)
 		info, _ = r.Registry.Get(rc.Name)
+	} else if changed, helmDue := r.installDue(rc, key); changed || helmDue {
+		// spec.install changed while the manager runs: ensure all of it
+		// again; or the periodic check of the Helm release is due (a
+		// release removed or broken by hand is repaired). The manager
+		// keeps running either way.
+		var err error
+		if changed {
+			err = r.install(ctx, rc, cfg)
+		} else {
+			err = r.recheckHelm(ctx, rc, cfg)
+		}
+		switch {
+		case errors.Is(err, errChartPending):
+			r.setCondition(rc, v1alpha1.ConditionInstalled, false, ReasonChartPending, err.Error())
+		case err != nil:
+			r.setCondition(rc, v1alpha1.ConditionInstalled, false, ReasonInstallFailed, err.Error())
+			r.event(rc, corev1.EventTypeWarning, ReasonInstallFailed, "%s", err.Error())
+			return err
+		default:
+			r.setInstalled(rc, key)
+		}
+	} else {
+		r.restoreInstalled(rc)
 	}
 	rc.Status.KubeConfigHash = hash
 	switch info.State {
@@ -282,6 +333,53 @@ func (r *Reconciler) runningHash(cluster string) (string, bool) {
 	return h, ok
 }
 
+// installKey identifies what spec.install asks for, with the kubeconfig.
+func installKey(rc *v1alpha1.RemoteCluster, kubeconfigHash string) string {
+	b, _ := json.Marshal(rc.Spec.Install)
+	return kubeconfigHash + "/" + string(b)
+}
+
+// installDue says, for a running manager, whether spec.install changed since
+// it was last ensured, or else whether the Helm release's periodic check (one
+// resync after the last) is due.
+func (r *Reconciler) installDue(rc *v1alpha1.RemoteCluster, key string) (changed, helmDue bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	got, ok := r.installed[rc.Name]
+	if !ok || got.key != key {
+		return true, false
+	}
+	return false, rc.Spec.Install != nil && rc.Spec.Install.Helm != nil && time.Since(got.at) >= r.resync()
+}
+
+// setInstalled remembers that spec.install (key) was ensured, with the
+// Installed condition and status.helm it produced.
+func (r *Reconciler) setInstalled(rc *v1alpha1.RemoteCluster, key string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.installed == nil {
+		r.installed = map[string]installed{}
+	}
+	st := installed{key: key, at: time.Now(), helm: rc.Status.Helm.DeepCopy()}
+	if c := meta.FindStatusCondition(rc.Status.Conditions, v1alpha1.ConditionInstalled); c != nil {
+		st.condition = *c
+	}
+	r.installed[rc.Name] = st
+}
+
+// restoreInstalled writes the remembered outcome of the last install into
+// rc's status.
+func (r *Reconciler) restoreInstalled(rc *v1alpha1.RemoteCluster) {
+	r.mu.Lock()
+	st, ok := r.installed[rc.Name]
+	r.mu.Unlock()
+	if !ok || st.condition.Type == "" {
+		return
+	}
+	rc.Status.Helm = st.helm.DeepCopy()
+	r.setCondition(rc, v1alpha1.ConditionInstalled, st.condition.Status == metav1.ConditionTrue, st.condition.Reason, st.condition.Message)
+}
+
 func (r *Reconciler) setRunningHash(cluster, hash string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -295,6 +393,7 @@ func (r *Reconciler) setRunningHash(cluster, hash string) {
 func (r *Reconciler) stop(ctx context.Context, cluster string) error {
 	r.mu.Lock()
 	delete(r.spawned, cluster)
+	delete(r.installed, cluster)
 	r.mu.Unlock()
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()

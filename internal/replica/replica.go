@@ -28,6 +28,7 @@ import (
 	"github.com/clustershard/clustershard/controllers/remotecluster"
 	"github.com/clustershard/clustershard/controllers/replicate"
 	"github.com/clustershard/clustershard/controllers/replication"
+	"github.com/clustershard/clustershard/internal/helmrelease"
 	"github.com/clustershard/clustershard/internal/kubeconfig"
 	"github.com/clustershard/clustershard/internal/metrics"
 	"github.com/clustershard/clustershard/registry"
@@ -65,6 +66,9 @@ type Options struct {
 	// PerClusterMetrics exports the series labelled by cluster name
 	// (clustershard_cluster_owned, clustershard_remote_cluster_up).
 	PerClusterMetrics bool
+	// Charts configures the cache of spec.install.helm charts (its Log is
+	// filled in).
+	Charts helmrelease.Options
 	// SeveralPerProcess lets tests run several replicas in one process by
 	// skipping controller-runtime's process-wide controller-name check.
 	SeveralPerProcess bool
@@ -81,6 +85,7 @@ type Replica struct {
 
 	opts     Options
 	notifier *remotecluster.Notifier
+	charts   *helmrelease.Charts
 }
 
 // New assembles a replica against the management cluster behind cfg.
@@ -167,10 +172,16 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (*Replica, error) {
 		metrics.ClusterSeries.Add(rp)
 	}
 
+	co := o.Charts
+	co.Log = o.Logger.WithName("charts")
+	if rp.charts, err = helmrelease.NewCharts(co); err != nil {
+		return nil, err
+	}
 	rec := &remotecluster.Reconciler{
 		Client: mgr.GetClient(), Scheme: o.Scheme, Registry: rp.Registry, Ownership: rp.Coordinator,
 		Identity: o.Identity, Recorder: mgr.GetEventRecorder("clustershard-remotecluster"),
 		KubeConfig: o.KubeConfig, Kinds: o.Kinds, ProbeTimeout: o.ProbeTimeout,
+		Charts: rp.charts, Enqueue: rp.notifier.Notify,
 	}
 	if err := rec.SetupWithManager(ctx, mgr, rp.notifier.Subscribe()); err != nil {
 		return nil, err
@@ -223,7 +234,7 @@ func (rp *Replica) Start(ctx context.Context) error {
 	err := rp.Coordinator.Run(ctx, rp.opts.ShutdownTimeout)
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	err = errors.Join(err, rp.Registry.Close(cctx))
+	err = errors.Join(err, rp.Registry.Close(cctx), rp.charts.Close(cctx))
 	metrics.ClusterSeries.Remove(rp)
 	metrics.Tracker.ForgetReplica(rp.opts.Identity)
 	return err

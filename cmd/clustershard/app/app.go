@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/clustershard/clustershard/internal/demo"
+	"github.com/clustershard/clustershard/internal/helmrelease"
 	"github.com/clustershard/clustershard/internal/kubeconfig"
 	"github.com/clustershard/clustershard/internal/replica"
 	"github.com/clustershard/clustershard/internal/scheme"
@@ -134,6 +135,7 @@ func (o *options) run(ctx context.Context) error {
 		ProbeInterval: o.probeInterval, ProbeTimeout: o.probeTimeout, ProbeFailureThreshold: o.probeFailures,
 		MetricsBindAddress: o.metricsAddr, HealthProbeBindAddress: o.probeAddr, PerClusterMetrics: o.perCluster,
 		ShutdownTimeout: o.shutdownTimeout, Logger: log,
+		Charts: helmrelease.Options{Dir: o.chartDir, Timeout: o.chartTimeout},
 	})
 	if err != nil {
 		return err

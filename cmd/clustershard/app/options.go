@@ -35,6 +35,8 @@ type options struct {
 	clientQPS       float32
 	clientBurst     int
 	remoteTimeout   time.Duration
+	chartDir        string
+	chartTimeout    time.Duration
 	allowExec       bool
 	probeInterval   time.Duration
 	probeTimeout    time.Duration
@@ -76,6 +78,8 @@ func (o *options) addRun(fs *pflag.FlagSet) {
 	fs.Float32Var(&o.clientQPS, "remote-qps", 20, "QPS of each remote cluster's client.")
 	fs.IntVar(&o.clientBurst, "remote-burst", 40, "Burst of each remote cluster's client.")
 	fs.DurationVar(&o.remoteTimeout, "remote-timeout", 30*time.Second, "Timeout of each remote request.")
+	fs.StringVar(&o.chartDir, "chart-cache-dir", "", "Scratch folder of spec.install.helm chart fetches (repository indexes; OCI credentials file registry-config.json). Default: a folder under $TMPDIR.")
+	fs.DurationVar(&o.chartTimeout, "chart-fetch-timeout", 2*time.Minute, "Bound of one chart download; fetches run in the background and never hold other clusters.")
 	fs.BoolVar(&o.allowExec, "allow-exec-kubeconfig", false, "Allow exec and auth-provider credentials in remote kubeconfigs (they run commands inside the controller).")
 	fs.DurationVar(&o.probeInterval, "probe-interval", 10*time.Second, "How often each remote API server is probed.")
 	fs.DurationVar(&o.probeTimeout, "probe-timeout", 5*time.Second, "Timeout of one probe.")
@@ -125,7 +129,7 @@ func (o *options) validateRun() error {
 	if o.ringVNodes <= 0 || o.movesPerSecond <= 0 || o.clientQPS <= 0 || o.clientBurst <= 0 || o.probeFailures <= 0 {
 		errs = append(errs, errors.New("--ring-vnodes, --moves-per-second, --remote-qps, --remote-burst and --probe-failures must be positive"))
 	}
-	if o.probeInterval <= 0 || o.probeTimeout <= 0 || o.stopTimeout <= 0 || o.shutdownTimeout <= 0 || o.remoteTimeout <= 0 {
+	if o.probeInterval <= 0 || o.probeTimeout <= 0 || o.stopTimeout <= 0 || o.shutdownTimeout <= 0 || o.remoteTimeout <= 0 || o.chartTimeout <= 0 {
 		errs = append(errs, errors.New("durations must be positive"))
 	}
 	if o.catchUpTimeout < 0 {

@@ -1,0 +1,203 @@
+package remotecluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"helm.sh/helm/v3/pkg/release"
+
+	"github.com/clustershard/clustershard/api/v1alpha1"
+	"github.com/clustershard/clustershard/internal/helmrelease"
+	"github.com/clustershard/clustershard/registry"
+)
+
+// Reasons and event reasons of the Helm install.
+const (
+	ReasonChartPending   = "ChartPending"
+	ReasonHelmInstalled  = "HelmInstalled"
+	ReasonHelmUpgraded   = "HelmUpgraded"
+	ReasonHelmRecovered  = "HelmRecovered"
+	ReasonHelmUninstall  = "HelmUninstalled"
+	ReasonHelmFailed     = "HelmFailed"
+	helmRequestTimeout   = 30 * time.Second
+	defaultHelmHookLimit = 5 * time.Minute
+)
+
+// errChartPending says the chart is being fetched; the cluster is
+// reconciled again when the fetch ends.
+var errChartPending = errors.New("chart pending")
+
+// helmConfig is the remote rest.Config for Helm: every write passes the
+// ownership fence, and each request is bounded.
+func (r *Reconciler) helmConfig(cfg *rest.Config, cluster string) *rest.Config {
+	hc := registry.FencedConfig(cfg, cluster, r.Ownership)
+	if hc.Timeout == 0 {
+		hc.Timeout = helmRequestTimeout
+	}
+	return hc
+}
+
+// ensureHelm installs or upgrades spec.install.helm in the remote cluster and
+// records the release in status.helm. A release recorded in status but no
+// longer asked for (removed, or another name or namespace) is uninstalled
+// under cleanupPolicy Delete, and forgotten otherwise. It returns
+// errChartPending while the chart is fetched. The Helm operation runs inside
+// WithOwnership, so a hand-over waits for it, and each of its writes passes
+// the fence.
+func (r *Reconciler) ensureHelm(ctx context.Context, rc *v1alpha1.RemoteCluster, cfg *rest.Config) (string, error) {
+	want := rc.Spec.Install.Helm
+	if prev := rc.Status.Helm; prev != nil && (want == nil || prev.ReleaseName != want.ReleaseName || prev.Namespace != want.Namespace) {
+		if rc.Spec.Install.CleanupPolicy == v1alpha1.CleanupDelete {
+			if err := r.uninstallHelm(ctx, rc, cfg, prev.Namespace, prev.ReleaseName); err != nil {
+				return "", fmt.Errorf("uninstall the release %s/%s no longer asked for: %w", prev.Namespace, prev.ReleaseName, err)
+			}
+		}
+		rc.Status.Helm = nil
+	}
+	if want == nil {
+		return "", nil
+	}
+	vals, err := helmrelease.ParseValues(want.Values)
+	if err != nil {
+		return "", err
+	}
+	if r.Charts == nil {
+		return "", errors.New("spec.install.helm is set but this replica has no chart cache")
+	}
+	ref := helmrelease.Ref{Chart: want.Chart, Version: want.Version}
+	name := rc.Name
+	ch, err := r.Charts.Chart(ref, func() {
+		if r.Enqueue != nil {
+			r.Enqueue(name)
+		}
+	})
+	if errors.Is(err, helmrelease.ErrFetching) {
+		return "", fmt.Errorf("%w: %w", errChartPending, err)
+	}
+	if err != nil {
+		return "", err
+	}
+	hcfg := r.helmConfig(cfg, rc.Name)
+	if err := r.ensureNamespace(ctx, hcfg, rc.Name, want.Namespace); err != nil {
+		return "", err
+	}
+	logger := log.FromContext(ctx).WithName("helm").WithValues("release", want.Namespace+"/"+want.ReleaseName)
+	hc, err := helmrelease.NewClient(hcfg, want.Namespace, logger)
+	if err != nil {
+		return "", err
+	}
+	var res helmrelease.Result
+	err = r.owned(rc.Name, func() error {
+		var err error
+		res, err = hc.Ensure(ctx, helmrelease.Spec{
+			Name: want.ReleaseName, Namespace: want.Namespace, Chart: ch, Values: vals, Timeout: defaultHelmHookLimit,
+		})
+		return err
+	})
+	if res.Recovered {
+		r.event(rc, corev1.EventTypeNormal, ReasonHelmRecovered, "Release %s/%s was left by an interrupted operation: marked failed, then %s", want.Namespace, want.ReleaseName, res.Action)
+	}
+	// Status shows the latest stored revision, also after a failure.
+	if hist, herr := hc.History(want.ReleaseName); herr == nil && len(hist) > 0 {
+		rc.Status.Helm = helmStatus(hist[len(hist)-1])
+	}
+	if err != nil {
+		return "", err
+	}
+	rel := res.Release
+	switch res.Action {
+	case helmrelease.ActionInstalled, helmrelease.ActionReinstalled:
+		r.event(rc, corev1.EventTypeNormal, ReasonHelmInstalled, "Release %s/%s %s: chart %s-%s, revision %d", want.Namespace, want.ReleaseName, res.Action, rel.Chart.Metadata.Name, rel.Chart.Metadata.Version, rel.Version)
+	case helmrelease.ActionUpgraded:
+		r.event(rc, corev1.EventTypeNormal, ReasonHelmUpgraded, "Release %s/%s upgraded: chart %s-%s, revision %d", want.Namespace, want.ReleaseName, rel.Chart.Metadata.Name, rel.Chart.Metadata.Version, rel.Version)
+	}
+	return fmt.Sprintf("Helm release %s/%s revision %d (chart %s-%s)", want.Namespace, want.ReleaseName, rel.Version, rel.Chart.Metadata.Name, rel.Chart.Metadata.Version), nil
+}
+
+// recheckHelm is the periodic check of the Helm release of a running
+// manager: Installed stays as it was unless the release needed repair.
+func (r *Reconciler) recheckHelm(ctx context.Context, rc *v1alpha1.RemoteCluster, cfg *rest.Config) error {
+	msg, err := r.ensureHelm(ctx, rc, cfg)
+	if err != nil {
+		return err
+	}
+	if c := meta.FindStatusCondition(rc.Status.Conditions, v1alpha1.ConditionInstalled); c == nil || c.Status != metav1.ConditionTrue {
+		r.setCondition(rc, v1alpha1.ConditionInstalled, true, ReasonInstalled, msg)
+	}
+	return nil
+}
+
+// helmStatus is status.helm for a revision.
+func helmStatus(rel *release.Release) *v1alpha1.HelmReleaseStatus {
+	s := &v1alpha1.HelmReleaseStatus{
+		ReleaseName: rel.Name, Namespace: rel.Namespace, Revision: rel.Version,
+		ValuesHash: helmrelease.HashValues(rel.Config),
+	}
+	if rel.Chart != nil && rel.Chart.Metadata != nil {
+		s.Chart, s.Version, s.AppVersion = rel.Chart.Metadata.Name, rel.Chart.Metadata.Version, rel.Chart.Metadata.AppVersion
+	}
+	if rel.Info != nil {
+		s.Status = rel.Info.Status.String()
+		if !rel.Info.LastDeployed.IsZero() {
+			t := metav1.NewTime(rel.Info.LastDeployed.Time.Truncate(time.Second))
+			s.LastDeployed = &t
+		}
+	}
+	return s
+}
+
+// ensureNamespace creates the release's namespace, labelled as installed by
+// clustershard, when it is missing.
+func (r *Reconciler) ensureNamespace(ctx context.Context, cfg *rest.Config, cluster, ns string) error {
+	remote, err := r.remoteClient(cfg, cluster)
+	if err != nil {
+		return err
+	}
+	return r.createNamespace(ctx, remote, cluster, ns)
+}
+
+// uninstallHelm uninstalls a release, then deletes its namespace when
+// clustershard created it.
+func (r *Reconciler) uninstallHelm(ctx context.Context, rc *v1alpha1.RemoteCluster, cfg *rest.Config, ns, name string) error {
+	hcfg := r.helmConfig(cfg, rc.Name)
+	hc, err := helmrelease.NewClient(hcfg, ns, log.FromContext(ctx).WithName("helm").WithValues("release", ns+"/"+name))
+	if err != nil {
+		return err
+	}
+	if err := r.owned(rc.Name, func() error { return hc.Uninstall(ctx, name, defaultHelmHookLimit) }); err != nil {
+		return err
+	}
+	r.event(rc, corev1.EventTypeNormal, ReasonHelmUninstall, "Release %s/%s uninstalled", ns, name)
+	remote, err := r.remoteClient(hcfg, rc.Name)
+	if err != nil {
+		return err
+	}
+	return r.deleteInstalledNamespace(ctx, remote, rc.Name, ns)
+}
+
+// deleteInstalledNamespace deletes ns if clustershard created it.
+func (r *Reconciler) deleteInstalledNamespace(ctx context.Context, remote client.Client, cluster, ns string) error {
+	var n corev1.Namespace
+	if err := remote.Get(ctx, client.ObjectKey{Name: ns}, &n); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if n.Labels[InstalledLabel] == "" || !n.DeletionTimestamp.IsZero() {
+		return nil
+	}
+	return client.IgnoreNotFound(r.owned(cluster, func() error { return remote.Delete(ctx, &n) }))
+}
+
+func (r *Reconciler) event(rc *v1alpha1.RemoteCluster, typ, reason, format string, args ...any) {
+	if r.Recorder != nil {
+		r.Recorder.Eventf(rc, nil, typ, reason, "Install", format, args...)
+	}
+}
