@@ -23,6 +23,7 @@ import (
 	"github.com/clustershard/clustershard/controllers/remotecluster"
 	"github.com/clustershard/clustershard/internal/helmrelease"
 	"github.com/clustershard/clustershard/internal/localcluster"
+	"github.com/clustershard/clustershard/internal/replica"
 	"github.com/clustershard/clustershard/internal/testenv"
 )
 
@@ -48,8 +49,14 @@ func rawValues(t *testing.T, v map[string]any) *runtime.RawExtension {
 // only the Helm release h (no CRDs), with cleanupPolicy Delete.
 func helmCluster(t *testing.T, name string, remote int, h *v1alpha1.HelmInstall) {
 	t.Helper()
+	helmClusterWith(t, name, env.Remotes[remote].KubeConfig, h)
+}
+
+// helmClusterWith is helmCluster with the given remote kubeconfig.
+func helmClusterWith(t *testing.T, name string, kubeconfig []byte, h *v1alpha1.HelmInstall) {
+	t.Helper()
 	secret := name + "-kubeconfig"
-	if err := localcluster.WriteKubeConfigSecret(t.Context(), env.Client, testenv.ControllerNamespace, secret, "kubeconfig", env.Remotes[remote].KubeConfig); err != nil {
+	if err := localcluster.WriteKubeConfigSecret(t.Context(), env.Client, testenv.ControllerNamespace, secret, "kubeconfig", kubeconfig); err != nil {
 		t.Fatal(err)
 	}
 	no := false
@@ -304,4 +311,29 @@ func stuckRelease(t *testing.T, remote int, ns, name string, statuses []release.
 			t.Fatal(err)
 		}
 	}
+}
+
+// The periodic check repairs a release removed by hand while the manager
+// runs, and leaves an intact one alone.
+func TestHelmReleaseRemovedByHandIsReinstalled(t *testing.T) {
+	startReplicaWith(t, "helm-repairer", func(o *replica.Options) { o.Resync = time.Second })
+	helmCluster(t, "helm-repair", 0, &v1alpha1.HelmInstall{Chart: chartPath(t, "tiny"), ReleaseName: "repair", Namespace: "repair-system"})
+	waitReady(t, "helm-repair", 60*time.Second)
+	installedWith(t, "helm-repair", 1)
+	time.Sleep(2500 * time.Millisecond) // two periodic checks
+	if h := history(t, 0, "repair-system", "repair"); len(h) != 1 {
+		t.Fatalf("periodic checks of an intact release made %d revisions", len(h))
+	}
+	hc, err := helmrelease.NewClient(env.Remotes[0].Config, "repair-system", logr.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := hc.Uninstall(t.Context(), "repair", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "release reinstalled", func() bool {
+		h := history(t, 0, "repair-system", "repair")
+		_, err := configMapData(t, 0, "repair-system", "repair-config")
+		return len(h) == 1 && h[0].Info.Status == release.StatusDeployed && err == nil
+	})
 }

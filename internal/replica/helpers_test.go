@@ -51,8 +51,14 @@ func logger() logr.Logger {
 // startReplica runs a replica in this process until the test ends or stop.
 func startReplica(t *testing.T, id string) *running {
 	t.Helper()
+	return startReplicaWith(t, id, nil)
+}
+
+// startReplicaWith is startReplica with edit applied to the options.
+func startReplicaWith(t *testing.T, id string, edit func(*replica.Options)) *running {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	rp, err := replica.New(ctx, env.Management.Config, replica.Options{
+	o := replica.Options{
 		Identity: id, Namespace: testenv.ControllerNamespace, Scheme: env.Scheme,
 		Kinds:      []replication.Kind{exampleKind},
 		KubeConfig: kubeconfig.Options{QPS: 100, Burst: 200},
@@ -63,7 +69,11 @@ func startReplica(t *testing.T, id string) *running {
 		ProbeInterval: 500 * time.Millisecond, ProbeTimeout: time.Second, ProbeFailureThreshold: 3,
 		MetricsBindAddress: "0", HealthProbeBindAddress: "0", ShutdownTimeout: 20 * time.Second,
 		Logger: logger().WithName(id), SeveralPerProcess: true,
-	})
+	}
+	if edit != nil {
+		edit(&o)
+	}
+	rp, err := replica.New(ctx, env.Management.Config, o)
 	if err != nil {
 		cancel()
 		t.Fatal(err)

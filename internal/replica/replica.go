@@ -66,6 +66,9 @@ type Options struct {
 	// PerClusterMetrics exports the series labelled by cluster name
 	// (clustershard_cluster_owned, clustershard_remote_cluster_up).
 	PerClusterMetrics bool
+	// Resync re-reconciles each owned RemoteCluster this often (default
+	// 1m); it is also the period of the Helm release's check.
+	Resync time.Duration
 	// Charts configures the cache of spec.install.helm charts (its Log is
 	// filled in).
 	Charts helmrelease.Options
@@ -181,7 +184,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (*Replica, error) {
 		Client: mgr.GetClient(), Scheme: o.Scheme, Registry: rp.Registry, Ownership: rp.Coordinator,
 		Identity: o.Identity, Recorder: mgr.GetEventRecorder("clustershard-remotecluster"),
 		KubeConfig: o.KubeConfig, Kinds: o.Kinds, ProbeTimeout: o.ProbeTimeout,
-		Charts: rp.charts, Enqueue: rp.notifier.Notify,
+		Charts: rp.charts, Enqueue: rp.notifier.Notify, Resync: o.Resync,
 	}
 	if err := rec.SetupWithManager(ctx, mgr, rp.notifier.Subscribe()); err != nil {
 		return nil, err
