@@ -55,6 +55,10 @@ func (t *fencedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
+// WrappedRoundTripper lets client-go reach the transport underneath (to
+// close its idle connections).
+func (t *fencedTransport) WrappedRoundTripper() http.RoundTripper { return t.next }
+
 // cancelOnClose ends a request's context once its response has been read.
 type cancelOnClose struct {
 	io.ReadCloser

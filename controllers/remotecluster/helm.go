@@ -86,20 +86,18 @@ func (r *Reconciler) ensureHelm(ctx context.Context, rc *v1alpha1.RemoteCluster,
 	if err != nil {
 		return "", err
 	}
-	hcfg := r.helmConfig(cfg, rc.Name)
-	if err := r.ensureNamespace(ctx, hcfg, rc.Name, want.Namespace); err != nil {
-		return "", err
-	}
 	logger := log.FromContext(ctx).WithName("helm").WithValues("release", want.Namespace+"/"+want.ReleaseName)
-	hc, err := helmrelease.NewClient(hcfg, want.Namespace, logger)
+	hc, err := helmrelease.NewClient(r.helmConfig(cfg, rc.Name), want.Namespace, logger)
 	if err != nil {
 		return "", err
 	}
+	defer hc.Close()
 	var res helmrelease.Result
 	err = r.owned(rc.Name, func() error {
 		var err error
 		res, err = hc.Ensure(ctx, helmrelease.Spec{
 			Name: want.ReleaseName, Namespace: want.Namespace, Chart: ch, Values: vals, Timeout: defaultHelmHookLimit,
+			NamespaceLabels: map[string]string{InstalledLabel: "clustershard"},
 		})
 		return err
 	})
@@ -155,16 +153,6 @@ func helmStatus(rel *release.Release) *v1alpha1.HelmReleaseStatus {
 	return s
 }
 
-// ensureNamespace creates the release's namespace, labelled as installed by
-// clustershard, when it is missing.
-func (r *Reconciler) ensureNamespace(ctx context.Context, cfg *rest.Config, cluster, ns string) error {
-	remote, err := r.remoteClient(cfg, cluster)
-	if err != nil {
-		return err
-	}
-	return r.createNamespace(ctx, remote, cluster, ns)
-}
-
 // uninstallHelm uninstalls a release, then deletes its namespace when
 // clustershard created it.
 func (r *Reconciler) uninstallHelm(ctx context.Context, rc *v1alpha1.RemoteCluster, cfg *rest.Config, ns, name string) error {
@@ -173,6 +161,7 @@ func (r *Reconciler) uninstallHelm(ctx context.Context, rc *v1alpha1.RemoteClust
 	if err != nil {
 		return err
 	}
+	defer hc.Close()
 	if err := r.owned(rc.Name, func() error { return hc.Uninstall(ctx, name, defaultHelmHookLimit) }); err != nil {
 		return err
 	}

@@ -60,6 +60,10 @@ func (r *Reconciler) install(ctx context.Context, rc *v1alpha1.RemoteCluster, cf
 		ns = rc.Spec.Install.Namespace
 	}
 	wantHelm := rc.Spec.Install != nil && (rc.Spec.Install.Helm != nil || rc.Status.Helm != nil)
+	if rc.Spec.Install == nil {
+		// No cleanupPolicy any more: a release installed before is retained.
+		rc.Status.Helm = nil
+	}
 	if !wantCRDs && ns == "" && !wantHelm {
 		r.setCondition(rc, v1alpha1.ConditionInstalled, true, ReasonNothingToInstall, "spec.install asks for nothing")
 		return nil

@@ -231,6 +231,7 @@ func (r *Reconciler) ensure(ctx context.Context, rc *v1alpha1.RemoteCluster) err
 		return r.fail(rc, v1alpha1.ConditionReady, ReasonManagerFailed, fmt.Errorf("remote manager failed, restarting: %w", info.Err))
 	}
 	key := installKey(rc, hash)
+	var installErr error
 	if !running {
 		version, err := probe(ctx, cfg, r.probeTimeout())
 		if err != nil {
@@ -275,9 +276,10 @@ func (r *Reconciler) ensure(ctx context.Context, rc *v1alpha1.RemoteCluster) err
 		case errors.Is(err, errChartPending):
 			r.setCondition(rc, v1alpha1.ConditionInstalled, false, ReasonChartPending, err.Error())
 		case err != nil:
+			// Reported after the manager's state below: it still runs.
 			r.setCondition(rc, v1alpha1.ConditionInstalled, false, ReasonInstallFailed, err.Error())
 			r.event(rc, corev1.EventTypeWarning, ReasonInstallFailed, "%s", err.Error())
-			return err
+			installErr = err
 		default:
 			r.setInstalled(rc, key)
 		}
@@ -293,11 +295,11 @@ func (r *Reconciler) ensure(ctx context.Context, rc *v1alpha1.RemoteCluster) err
 		r.setCondition(rc, v1alpha1.ConditionConnected, true, ReasonReachable, "Remote API server answers")
 		r.setCondition(rc, v1alpha1.ConditionReady, true, ReasonManagerRunning, "Remote manager runs on "+r.Identity)
 	case registry.StateUnhealthy:
-		return r.fail(rc, v1alpha1.ConditionConnected, ReasonUnreachable, fmt.Errorf("remote API server unreachable: %w", info.Err))
+		return errors.Join(installErr, r.fail(rc, v1alpha1.ConditionConnected, ReasonUnreachable, fmt.Errorf("remote API server unreachable: %w", info.Err)))
 	default:
-		return r.fail(rc, v1alpha1.ConditionReady, ReasonNotConnected, fmt.Errorf("remote manager is %s", info.State))
+		return errors.Join(installErr, r.fail(rc, v1alpha1.ConditionReady, ReasonNotConnected, fmt.Errorf("remote manager is %s", info.State)))
 	}
-	return nil
+	return installErr
 }
 
 func (r *Reconciler) probeTimeout() time.Duration {

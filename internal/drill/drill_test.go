@@ -32,7 +32,7 @@ func build(t *testing.T, tags ...string) string {
 func small(bin string, scenarios ...string) drill.Options {
 	return drill.Options{
 		Binary: bin, Replicas: 3, Remotes: 1, ClustersPerRemote: 6, ObjectsPerCluster: 2,
-		LeaseDuration: 4 * time.Second, Converge: 30 * time.Second, Scenarios: scenarios,
+		LeaseDuration: 4 * time.Second, Converge: 30 * time.Second, Scenarios: scenarios, Helm: true,
 	}
 }
 

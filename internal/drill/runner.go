@@ -40,6 +40,9 @@ type Options struct {
 	// Churn creates, updates and deletes sources continuously during each
 	// fault.
 	Churn bool
+	// Helm makes every cluster install the fleet's agent chart through
+	// spec.install.helm, so Helm's remote writes are checked by I1 too.
+	Helm bool
 	// Converge bounds I3: every object synced after a fault.
 	Converge time.Duration
 	// Dir keeps the replicas' logs and journals; empty: a temporary
@@ -167,9 +170,15 @@ func (r *Runner) start(ctx context.Context) error {
 		}
 		r.remotes = append(r.remotes, c)
 	}
-	if r.clusters, err = fleet.Populate(ctx, r.c, r.cp, fleet.Options{
+	fo := fleet.Options{
 		Namespace: Namespace, ScopePrefix: "drill-", ClustersPerRemote: r.o.ClustersPerRemote, ObjectsPerCluster: r.o.ObjectsPerCluster,
-	}); err != nil {
+	}
+	if r.o.Helm {
+		if fo.HelmChart, err = fleet.WriteAgentChart(r.dir); err != nil {
+			return err
+		}
+	}
+	if r.clusters, err = fleet.Populate(ctx, r.c, r.cp, fo); err != nil {
 		return err
 	}
 	r.duration = fleet.ObjectDuration

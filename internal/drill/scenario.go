@@ -7,12 +7,14 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	examplev1alpha1 "github.com/clustershard/clustershard/api/example/v1alpha1"
 	"github.com/clustershard/clustershard/controllers/replication"
+	"github.com/clustershard/clustershard/internal/fleet"
 	"github.com/clustershard/clustershard/internal/localcluster"
 	"github.com/clustershard/clustershard/shard"
 )
@@ -288,8 +290,28 @@ func (r *Runner) convergenceProblems(ctx context.Context, duration string) []str
 				problems = append(problems, cl.Name+"/"+cp.Namespace+"/"+cp.Name+": remote copy without a source")
 			}
 		}
+		if r.o.Helm {
+			problems = append(problems, r.releaseProblems(ctx, cl)...)
+		}
 	}
 	return problems
+}
+
+// releaseProblems checks the cluster's agent release: deployed, and still at
+// revision 1 (no hand-over, restart or resync may upgrade an unchanged spec).
+func (r *Runner) releaseProblems(ctx context.Context, cl fleet.Cluster) []string {
+	var records corev1.SecretList
+	if err := r.remote(cl.Remote).List(ctx, &records, client.InNamespace(cl.Scope), client.MatchingLabels{"owner": "helm", "name": fleet.AgentRelease}); err != nil {
+		return []string{err.Error()}
+	}
+	var revisions []string
+	for _, s := range records.Items {
+		revisions = append(revisions, s.Labels["version"]+":"+s.Labels["status"])
+	}
+	if len(revisions) != 1 || revisions[0] != "1:deployed" {
+		return []string{fmt.Sprintf("%s: Helm release %s/%s has revisions %v, want only 1:deployed", cl.Name, cl.Scope, fleet.AgentRelease, revisions)}
+	}
+	return nil
 }
 
 // exclusive checks I1 over every journal so far: no two replicas' authority

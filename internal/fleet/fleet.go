@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	examplev1alpha1 "github.com/clustershard/clustershard/api/example/v1alpha1"
@@ -32,6 +33,9 @@ type Options struct {
 	ScopePrefix       string
 	ClustersPerRemote int
 	ObjectsPerCluster int
+	// HelmChart, when set, is a local chart path (WriteAgentChart) that
+	// every cluster installs as release AgentRelease in its scope namespace.
+	HelmChart string
 }
 
 // Cluster is one populated RemoteCluster.
@@ -58,11 +62,18 @@ func Populate(ctx context.Context, c client.Client, cp *localcluster.ControlPlan
 				return nil, err
 			}
 			scope := o.ScopePrefix + name
+			install := &v1alpha1.InstallSpec{Namespace: scope}
+			if o.HelmChart != "" {
+				install.Helm = &v1alpha1.HelmInstall{
+					Chart: o.HelmChart, ReleaseName: AgentRelease, Namespace: scope,
+					Values: &runtime.RawExtension{Raw: fmt.Appendf(nil, `{"cluster":%q}`, name)},
+				}
+			}
 			rc := &v1alpha1.RemoteCluster{
 				ObjectMeta: metav1.ObjectMeta{Name: name},
 				Spec: v1alpha1.RemoteClusterSpec{
 					KubeConfig: v1alpha1.KubeConfigSource{SecretRef: v1alpha1.SecretKeyReference{Namespace: o.Namespace, Name: secret, Key: localcluster.DefaultSecretKey}},
-					Install:    &v1alpha1.InstallSpec{Namespace: scope},
+					Install:    install,
 					Namespaces: []string{scope},
 				},
 			}

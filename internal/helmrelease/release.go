@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 	"time"
@@ -14,6 +15,10 @@ import (
 	"helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/releaseutil"
 	"helm.sh/helm/v3/pkg/storage/driver"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/rest"
 )
 
@@ -46,6 +51,9 @@ type Spec struct {
 	Values map[string]any
 	// Timeout bounds hooks (default 5m); Ensure does not wait for workloads.
 	Timeout time.Duration
+	// NamespaceLabels label the release namespace when Ensure creates it
+	// (only when it installs or upgrades: a release up to date costs one read).
+	NamespaceLabels map[string]string
 }
 
 // Result is what Ensure did and the release's latest revision.
@@ -65,14 +73,23 @@ type Client struct {
 	ns  string
 	log logr.Logger
 
-	mu      sync.Mutex
-	failure string // Helm's last "Failed ..." debug line: it logs some causes only
+	mu         sync.Mutex
+	failure    string              // Helm's last "Failed ..." debug line: it logs some causes only
+	transports []http.RoundTripper // made for this client, closed by Close
 }
 
 // NewClient returns a Helm client for releases in namespace of the cluster
-// behind cfg (release records are Secrets in that namespace).
+// behind cfg (release records are Secrets in that namespace). Close it after
+// use: its connections are its own.
 func NewClient(cfg *rest.Config, namespace string, log logr.Logger) (*Client, error) {
 	c := &Client{cfg: new(action.Configuration), ns: namespace, log: log}
+	cfg = rest.CopyConfig(cfg)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		c.mu.Lock()
+		c.transports = append(c.transports, rt)
+		c.mu.Unlock()
+		return rt
+	})
 	debug := func(format string, v ...any) {
 		msg := fmt.Sprintf(format, v...)
 		log.V(1).Info(msg)
@@ -87,6 +104,16 @@ func NewClient(cfg *rest.Config, namespace string, log logr.Logger) (*Client, er
 	}
 	c.cfg.Releases.MaxHistory = MaxHistory
 	return c, nil
+}
+
+// Close closes the idle connections of the client's transports.
+func (c *Client) Close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, rt := range c.transports {
+		utilnet.CloseIdleConnectionsFor(rt)
+	}
+	c.transports = nil
 }
 
 // withCause appends the last failure Helm only logged to err.
@@ -163,6 +190,9 @@ func (c *Client) Ensure(ctx context.Context, s Spec) (Result, error) {
 			return Result{Action: ActionNone, Release: last}, nil
 		}
 	}
+	if err := c.ensureNamespace(ctx, s); err != nil {
+		return res, err
+	}
 	if deployedOnce(hist) {
 		rel, err := c.upgrade(ctx, s)
 		res.Action, res.Release = ActionUpgraded, rel
@@ -175,6 +205,24 @@ func (c *Client) Ensure(ctx context.Context, s Spec) (Result, error) {
 	rel, err := c.install(ctx, s, len(hist) > 0)
 	res.Release = rel
 	return res, err
+}
+
+// ensureNamespace creates the release namespace when it is missing.
+func (c *Client) ensureNamespace(ctx context.Context, s Spec) error {
+	cs, err := c.cfg.KubernetesClientSet()
+	if err != nil {
+		return err
+	}
+	if _, err := cs.CoreV1().Namespaces().Get(ctx, s.Namespace, metav1.GetOptions{}); err == nil {
+		return nil
+	} else if !apierrors.IsNotFound(err) {
+		return fmt.Errorf("read namespace %s: %w", s.Namespace, err)
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: s.Namespace, Labels: s.NamespaceLabels}}
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create namespace %s: %w", s.Namespace, err)
+	}
+	return nil
 }
 
 // deployedOnce reports whether a revision of the history is (or was) deployed:

@@ -46,6 +46,7 @@ func drillCommand() *cobra.Command {
 	fs.DurationVar(&o.Converge, "converge-timeout", 60*time.Second, "Bound of convergence (I3) after a fault.")
 	fs.StringSliceVar(&o.Scenarios, "scenarios", drill.Scenarios, "Scenarios to run, in order.")
 	fs.BoolVar(&o.Churn, "churn", false, "Create, update and delete sources continuously during each fault.")
+	fs.BoolVar(&o.Helm, "helm", true, "Every cluster installs a small agent chart through spec.install.helm: Helm's remote writes are checked (I1), and each release must stay at revision 1 (I3).")
 	fs.StringVar(&o.Dir, "keep-dir", "", "Keep replica logs and ownership journals in this directory.")
 	fs.StringVar(&report, "report", "", "Write the report as JSON to this file.")
 	return cmd
