@@ -17,6 +17,7 @@ import (
 
 	"github.com/clustershard/clustershard/api/v1alpha1"
 	"github.com/clustershard/clustershard/internal/helmrelease"
+	"github.com/clustershard/clustershard/internal/metrics"
 	"github.com/clustershard/clustershard/registry"
 )
 
@@ -101,16 +102,18 @@ func (r *Reconciler) ensureHelm(ctx context.Context, rc *v1alpha1.RemoteCluster,
 		})
 		return err
 	})
+	countHelm(res, err)
 	if res.Recovered {
 		r.event(rc, corev1.EventTypeNormal, ReasonHelmRecovered, "Release %s/%s was left by an interrupted operation: marked failed, then %s", want.Namespace, want.ReleaseName, res.Action)
 	}
-	// Status shows the latest stored revision, also after a failure.
-	if hist, herr := hc.History(want.ReleaseName); herr == nil && len(hist) > 0 {
-		rc.Status.Helm = helmStatus(hist[len(hist)-1])
-	}
 	if err != nil {
+		// Status shows the latest stored revision (a failed one, say).
+		if hist, herr := hc.History(want.ReleaseName); herr == nil && len(hist) > 0 {
+			rc.Status.Helm = helmStatus(hist[len(hist)-1])
+		}
 		return "", err
 	}
+	rc.Status.Helm = helmStatus(res.Release)
 	rel := res.Release
 	switch res.Action {
 	case helmrelease.ActionInstalled, helmrelease.ActionReinstalled:
@@ -132,6 +135,27 @@ func (r *Reconciler) recheckHelm(ctx context.Context, rc *v1alpha1.RemoteCluster
 		r.setCondition(rc, v1alpha1.ConditionInstalled, true, ReasonInstalled, msg)
 	}
 	return nil
+}
+
+// countHelm counts what Ensure did, or failed to do.
+func countHelm(res helmrelease.Result, err error) {
+	result := metrics.ResultSuccess
+	if err != nil {
+		result = metrics.ResultFailure
+	}
+	if res.Recovered {
+		metrics.HelmOperations.WithLabelValues(metrics.HelmRecover, metrics.ResultSuccess).Inc()
+	}
+	switch res.Action {
+	case helmrelease.ActionInstalled, helmrelease.ActionReinstalled:
+		metrics.HelmOperations.WithLabelValues(metrics.HelmInstall, result).Inc()
+	case helmrelease.ActionUpgraded:
+		metrics.HelmOperations.WithLabelValues(metrics.HelmUpgrade, result).Inc()
+	default:
+		if err != nil {
+			metrics.HelmOperations.WithLabelValues(metrics.HelmCheck, result).Inc()
+		}
+	}
 }
 
 // helmStatus is status.helm for a revision.
@@ -163,8 +187,10 @@ func (r *Reconciler) uninstallHelm(ctx context.Context, rc *v1alpha1.RemoteClust
 	}
 	defer hc.Close()
 	if err := r.owned(rc.Name, func() error { return hc.Uninstall(ctx, name, defaultHelmHookLimit) }); err != nil {
+		metrics.HelmOperations.WithLabelValues(metrics.HelmUninstall, metrics.ResultFailure).Inc()
 		return err
 	}
+	metrics.HelmOperations.WithLabelValues(metrics.HelmUninstall, metrics.ResultSuccess).Inc()
 	r.event(rc, corev1.EventTypeNormal, ReasonHelmUninstall, "Release %s/%s uninstalled", ns, name)
 	remote, err := r.remoteClient(hcfg, rc.Name)
 	if err != nil {

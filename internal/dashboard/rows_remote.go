@@ -19,6 +19,8 @@ func remoteHealthRow() row {
 			target{expr: `histogram_quantile(0.99, sum by (pod, le) (rate(clustershard_remote_probe_duration_seconds_bucket[5m])))`, legend: "{{pod}}"}),
 		timeSeriesPanel("Probe failures", "Failed /version probes of remote API servers per second, per replica.", units.OpsPerSecond, 8,
 			target{expr: `sum by (pod) (rate(clustershard_remote_probe_failures_total[5m]))`, legend: "{{pod}}"}),
+		timeSeriesPanel("Helm operations", "Helm operations on spec.install.helm releases per second, by operation (install, upgrade, uninstall, recover, check) and result. Failures show as Installed=False on the RemoteCluster, with Helm's message.", units.OpsPerSecond, 24,
+			target{expr: `sum by (operation, result) (rate(clustershard_helm_operations_total[5m]))`, legend: "{{operation}} {{result}}"}),
 	}}
 }
 

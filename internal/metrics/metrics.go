@@ -82,6 +82,11 @@ var (
 		Help:    "Latency of the periodic /version probes of remote API servers.",
 		Buckets: prometheus.ExponentialBuckets(0.005, 2, 12),
 	})
+	// HelmOperations counts the Helm operations of spec.install.helm.
+	HelmOperations = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "clustershard_helm_operations_total",
+		Help: "Helm operations on spec.install.helm releases in remote clusters, by operation (install, upgrade, uninstall, recover: a release left pending marked failed; check: reading the release) and result (success, failure).",
+	}, []string{"operation", "result"})
 	// RemoteProbeFailures counts failed remote probes.
 	RemoteProbeFailures = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "clustershard_remote_probe_failures_total",
@@ -98,12 +103,23 @@ const (
 	LeaseLost      = "lost"
 )
 
+// Helm operations and results, the values of HelmOperations' labels.
+const (
+	HelmInstall   = "install"
+	HelmUpgrade   = "upgrade"
+	HelmUninstall = "uninstall"
+	HelmRecover   = "recover"
+	HelmCheck     = "check"
+	ResultSuccess = "success"
+	ResultFailure = "failure"
+)
+
 // Collectors returns every collector of the package.
 func Collectors() []prometheus.Collector {
 	return []prometheus.Collector{
 		RingMembers, OwnedClusters, Clusters, UnownedClusters, Fenced, MembershipRenewFailures, LeaseTransitions,
 		OwnershipWrites, HandoverDuration, UnmanagedDuration, RemoteManagers, RemoteProbeDuration, RemoteProbeFailures,
-		ReplicatedObjects, ReplicationLag, ReplicationErrors,
+		ReplicatedObjects, ReplicationLag, ReplicationErrors, HelmOperations,
 	}
 }
 
@@ -121,6 +137,10 @@ func initLabels() {
 	}
 	for _, s := range []string{"Starting", "Running", "Unhealthy", "Failed", "Stopping"} {
 		RemoteManagers.WithLabelValues(s)
+	}
+	for _, op := range []string{HelmInstall, HelmUpgrade, HelmUninstall, HelmRecover, HelmCheck} {
+		HelmOperations.WithLabelValues(op, ResultSuccess)
+		HelmOperations.WithLabelValues(op, ResultFailure)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/storage"
@@ -23,6 +24,7 @@ import (
 	"github.com/clustershard/clustershard/controllers/remotecluster"
 	"github.com/clustershard/clustershard/internal/helmrelease"
 	"github.com/clustershard/clustershard/internal/localcluster"
+	"github.com/clustershard/clustershard/internal/metrics"
 	"github.com/clustershard/clustershard/internal/replica"
 	"github.com/clustershard/clustershard/internal/testenv"
 )
@@ -121,6 +123,11 @@ func installedWith(t *testing.T, name string, revision int) *v1alpha1.RemoteClus
 	return rc
 }
 
+// helmOps reads the process-wide Helm operation counter.
+func helmOps(op, result string) float64 {
+	return testutil.ToFloat64(metrics.HelmOperations.WithLabelValues(op, result))
+}
+
 func configMapData(t *testing.T, remote int, ns, name string) (map[string]string, error) {
 	t.Helper()
 	var cm corev1.ConfigMap
@@ -135,6 +142,7 @@ func configMapData(t *testing.T, remote int, ns, name string) (map[string]string
 // namespace removed, finalizer removed.
 func TestHelmInstallUpgradeUninstall(t *testing.T) {
 	ctx := t.Context()
+	installs, upgrades, uninstalls := helmOps(metrics.HelmInstall, metrics.ResultSuccess), helmOps(metrics.HelmUpgrade, metrics.ResultSuccess), helmOps(metrics.HelmUninstall, metrics.ResultSuccess)
 	r := startReplica(t, "helmsman")
 	const ns, rel = "tiny-system", "tiny"
 	helmCluster(t, "helm-east", 0, &v1alpha1.HelmInstall{
@@ -189,6 +197,9 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 	if h := history(t, 0, ns, rel); len(h) != 2 {
 		t.Fatalf("the same spec made a new revision: %d revisions", len(h))
 	}
+	if i, u := helmOps(metrics.HelmInstall, metrics.ResultSuccess)-installs, helmOps(metrics.HelmUpgrade, metrics.ResultSuccess)-upgrades; i != 1 || u != 1 {
+		t.Fatalf("clustershard_helm_operations_total: %v installs, %v upgrades; want 1 and 1", i, u)
+	}
 
 	// Deletion uninstalls the release and removes the finalizer.
 	deleteCluster(t, "helm-east")
@@ -197,6 +208,9 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 	})
 	if h := history(t, 0, ns, rel); len(h) != 0 {
 		t.Fatalf("release still has %d revisions after deletion", len(h))
+	}
+	if n := helmOps(metrics.HelmUninstall, metrics.ResultSuccess) - uninstalls; n != 1 {
+		t.Fatalf("clustershard_helm_operations_total: %v uninstalls, want 1", n)
 	}
 	if _, err := configMapData(t, 0, ns, rel+"-config"); !apierrors.IsNotFound(err) {
 		t.Fatalf("the release's ConfigMap survived the uninstall: %v", err)
@@ -246,6 +260,7 @@ func TestHelmBrokenChart(t *testing.T) {
 // installed again over it, pending-upgrade is marked failed and upgraded.
 func TestHelmRecoversInterruptedReleases(t *testing.T) {
 	chartDir := chartPath(t, "tiny")
+	recovered := helmOps(metrics.HelmRecover, metrics.ResultSuccess)
 	// An interrupted first install: revision 1 pending-install.
 	stuckRelease(t, 1, "stuck-install", "stuck", []release.Status{release.StatusPendingInstall})
 	// An interrupted upgrade: revision 1 deployed, revision 2 pending-upgrade.
@@ -272,6 +287,9 @@ func TestHelmRecoversInterruptedReleases(t *testing.T) {
 		if data, err := configMapData(t, 1, ns, "stuck-config"); err != nil || data["greeting"] != "hello" {
 			t.Fatalf("%s: ConfigMap after recovery: %v %v", ns, data, err)
 		}
+	}
+	if n := helmOps(metrics.HelmRecover, metrics.ResultSuccess) - recovered; n != 2 {
+		t.Fatalf("clustershard_helm_operations_total{operation=recover}: %v, want 2", n)
 	}
 }
 
