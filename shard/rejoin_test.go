@@ -79,11 +79,17 @@ func TestReadyAfterCatchUpTimeoutWhenShareIsHeld(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	go func() {
-		for ctx.Err() == nil {
+	go func() { // a live member: renews every retry period
+		tick := time.NewTicker(retryPeriod)
+		defer tick.Stop()
+		for {
 			member.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
 			_ = env.Client.Update(ctx, member)
-			time.Sleep(retryPeriod)
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
 		}
 	}()
 	for _, c := range clusters {

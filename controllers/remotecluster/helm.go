@@ -151,10 +151,8 @@ func countHelm(res helmrelease.Result, err error) {
 		metrics.HelmOperations.WithLabelValues(metrics.HelmInstall, result).Inc()
 	case helmrelease.ActionUpgraded:
 		metrics.HelmOperations.WithLabelValues(metrics.HelmUpgrade, result).Inc()
-	default:
-		if err != nil {
-			metrics.HelmOperations.WithLabelValues(metrics.HelmCheck, result).Inc()
-		}
+	default: // the release was read and found up to date, or could not be read
+		metrics.HelmOperations.WithLabelValues(metrics.HelmCheck, result).Inc()
 	}
 }
 
@@ -186,12 +184,18 @@ func (r *Reconciler) uninstallHelm(ctx context.Context, rc *v1alpha1.RemoteClust
 		return err
 	}
 	defer hc.Close()
-	if err := r.owned(rc.Name, func() error { return hc.Uninstall(ctx, name, defaultHelmHookLimit) }); err != nil {
+	var uninstalled bool
+	if err := r.owned(rc.Name, func() (err error) {
+		uninstalled, err = hc.Uninstall(ctx, name, defaultHelmHookLimit)
+		return err
+	}); err != nil {
 		metrics.HelmOperations.WithLabelValues(metrics.HelmUninstall, metrics.ResultFailure).Inc()
 		return err
 	}
-	metrics.HelmOperations.WithLabelValues(metrics.HelmUninstall, metrics.ResultSuccess).Inc()
-	r.event(rc, corev1.EventTypeNormal, ReasonHelmUninstall, "Release %s/%s uninstalled", ns, name)
+	if uninstalled { // a retried finalizer finds nothing left: not counted twice
+		metrics.HelmOperations.WithLabelValues(metrics.HelmUninstall, metrics.ResultSuccess).Inc()
+		r.event(rc, corev1.EventTypeNormal, ReasonHelmUninstall, "Release %s/%s uninstalled", ns, name)
+	}
 	remote, err := r.remoteClient(hcfg, rc.Name)
 	if err != nil {
 		return err

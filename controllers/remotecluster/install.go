@@ -68,9 +68,12 @@ func (r *Reconciler) install(ctx context.Context, rc *v1alpha1.RemoteCluster, cf
 		r.setCondition(rc, v1alpha1.ConditionInstalled, true, ReasonNothingToInstall, "spec.install asks for nothing")
 		return nil
 	}
-	remote, err := r.remoteClient(cfg, rc.Name)
-	if err != nil {
-		return fmt.Errorf("client for the remote cluster: %w", err)
+	var remote client.Client
+	if wantCRDs || ns != "" { // the Helm release has its own client
+		var err error
+		if remote, err = r.remoteClient(cfg, rc.Name); err != nil {
+			return fmt.Errorf("client for the remote cluster: %w", err)
+		}
 	}
 	var applied []string
 	if wantCRDs {

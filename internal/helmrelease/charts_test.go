@@ -1,6 +1,7 @@
 package helmrelease
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -15,6 +16,7 @@ import (
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/repo"
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // testChart is a one-template chart at version.
@@ -87,16 +89,29 @@ func newTestCharts(t *testing.T, o Options) *Charts {
 	return c
 }
 
-// waitChart polls Chart until it stops answering ErrFetching.
-func waitChart(t *testing.T, c *Charts, r Ref) (*chart.Chart, error) {
+// waitChart polls Chart until it stops answering ErrFetching (10 s at most).
+func waitChart(t *testing.T, c *Charts, r Ref) (ch *chart.Chart, err error) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		ch, err := c.Chart(r, nil)
-		if !errors.Is(err, ErrFetching) || time.Now().After(deadline) {
-			return ch, err
-		}
-		time.Sleep(10 * time.Millisecond)
+	_ = wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		ch, err = c.Chart(r, nil)
+		return !errors.Is(err, ErrFetching), nil
+	})
+	return ch, err
+}
+
+// waitVersion polls Chart until it answers the chart at version (a cached
+// error or an older version is asked again until it expires), or fails.
+func waitVersion(t *testing.T, c *Charts, r Ref, version string) {
+	t.Helper()
+	var (
+		ch  *chart.Chart
+		err error
+	)
+	if wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		ch, err = c.Chart(r, nil)
+		return err == nil && ch.Metadata.Version == version, nil
+	}) != nil {
+		t.Fatalf("%s: want version %s, last answer %v, %v", r, version, ch, err)
 	}
 }
 
@@ -159,11 +174,7 @@ func TestChartsRetryAfterFailure(t *testing.T) {
 		t.Fatalf("index fetched %d times within RetryAfter", n)
 	}
 	srv.publish(t, "0.3.0")
-	time.Sleep(300 * time.Millisecond)
-	ch, err := waitChart(t, c, ref)
-	if err != nil || ch.Metadata.Version != "0.3.0" {
-		t.Fatalf("after RetryAfter: %v", err)
-	}
+	waitVersion(t, c, ref, "0.3.0") // once RetryAfter has passed
 }
 
 // An exact version is cached for good; a constraint is resolved again after
@@ -183,10 +194,7 @@ func TestChartsCachePerVersion(t *testing.T) {
 		t.Fatalf("0.1.0 downloaded %d times for two references to it", n)
 	}
 	srv.publish(t, "0.1.1")
-	time.Sleep(250 * time.Millisecond)
-	if ch, err := waitChart(t, c, loose); err != nil || ch.Metadata.Version != "0.1.1" {
-		t.Fatalf("constraint after ResolveTTL: %v %v", ch.Metadata.Version, err)
-	}
+	waitVersion(t, c, loose, "0.1.1") // once ResolveTTL has passed
 	before := srv.count("/index.yaml")
 	if ch, err := c.Chart(exact, nil); err != nil || ch.Metadata.Version != "0.1.0" {
 		t.Fatalf("exact version after ResolveTTL: %v", err)

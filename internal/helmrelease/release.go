@@ -179,7 +179,7 @@ func (c *Client) Ensure(ctx context.Context, s Spec) (Result, error) {
 			res.Recovered = true
 		case last.Info.Status == release.StatusUninstalling:
 			c.log.Info("Finishing an interrupted uninstall", "release", s.Name, "revision", last.Version)
-			if err := c.Uninstall(ctx, s.Name, s.Timeout); err != nil {
+			if _, err := c.Uninstall(ctx, s.Name, s.Timeout); err != nil {
 				return res, err
 			}
 			res.Recovered = true
@@ -273,14 +273,18 @@ func (c *Client) upgrade(ctx context.Context, s Spec) (*release.Release, error) 
 	return rel, nil
 }
 
-// Uninstall removes the release and its history; a missing release is not
-// an error.
-func (c *Client) Uninstall(_ context.Context, name string, t time.Duration) error {
+// Uninstall removes the release and its history, and reports whether there
+// was one; a missing release is not an error.
+func (c *Client) Uninstall(_ context.Context, name string, t time.Duration) (bool, error) {
 	un := action.NewUninstall(c.cfg)
 	un.IgnoreNotFound = true
 	un.Timeout = timeout(t)
-	if _, err := un.Run(name); err != nil && !errors.Is(err, driver.ErrReleaseNotFound) {
-		return fmt.Errorf("helm uninstall %s/%s: %w", c.ns, name, c.withCause(err))
+	res, err := un.Run(name)
+	if errors.Is(err, driver.ErrReleaseNotFound) {
+		return false, nil
 	}
-	return nil
+	if err != nil {
+		return false, fmt.Errorf("helm uninstall %s/%s: %w", c.ns, name, c.withCause(err))
+	}
+	return res != nil && res.Release != nil, nil
 }

@@ -85,7 +85,7 @@ var (
 	// HelmOperations counts the Helm operations of spec.install.helm.
 	HelmOperations = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "clustershard_helm_operations_total",
-		Help: "Helm operations on spec.install.helm releases in remote clusters, by operation (install, upgrade, uninstall, recover: a release left pending marked failed; check: reading the release) and result (success, failure).",
+		Help: "Helm operations on spec.install.helm releases in remote clusters, by operation (install, upgrade, uninstall, recover: a release left pending marked failed; check: the release read and found up to date, or not readable) and result (success, failure).",
 	}, []string{"operation", "result"})
 	// RemoteProbeFailures counts failed remote probes.
 	RemoteProbeFailures = prometheus.NewCounter(prometheus.CounterOpts{

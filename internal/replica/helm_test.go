@@ -338,7 +338,10 @@ func TestHelmReleaseRemovedByHandIsReinstalled(t *testing.T) {
 	helmCluster(t, "helm-repair", 0, &v1alpha1.HelmInstall{Chart: chartPath(t, "tiny"), ReleaseName: "repair", Namespace: "repair-system"})
 	waitReady(t, "helm-repair", 60*time.Second)
 	installedWith(t, "helm-repair", 1)
-	time.Sleep(2500 * time.Millisecond) // two periodic checks
+	checks := helmOps(metrics.HelmCheck, metrics.ResultSuccess)
+	eventually(t, 30*time.Second, "two periodic checks", func() bool {
+		return helmOps(metrics.HelmCheck, metrics.ResultSuccess)-checks >= 2
+	})
 	if h := history(t, 0, "repair-system", "repair"); len(h) != 1 {
 		t.Fatalf("periodic checks of an intact release made %d revisions", len(h))
 	}
@@ -346,8 +349,8 @@ func TestHelmReleaseRemovedByHandIsReinstalled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := hc.Uninstall(t.Context(), "repair", time.Minute); err != nil {
-		t.Fatal(err)
+	if gone, err := hc.Uninstall(t.Context(), "repair", time.Minute); err != nil || !gone {
+		t.Fatalf("uninstall by hand: %v %v", gone, err)
 	}
 	eventually(t, 30*time.Second, "release reinstalled", func() bool {
 		h := history(t, 0, "repair-system", "repair")
