@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/clustershard/clustershard/deploy"
+	"github.com/clustershard/clustershard/internal/localcluster"
 	"github.com/clustershard/clustershard/internal/metrics"
 	"github.com/clustershard/clustershard/internal/promql"
 )
@@ -88,9 +89,9 @@ func alerts(t *testing.T) []monitoringv1.Rule {
 
 func promtool(t *testing.T, args ...string) {
 	t.Helper()
-	bin, err := exec.LookPath("promtool")
+	bin, err := localcluster.FindTool("promtool")
 	if err != nil {
-		t.Fatal("promtool not found: install Debian's prometheus package (apt-get install prometheus); .ci/run does it")
+		t.Fatal(err)
 	}
 	out, err := exec.CommandContext(t.Context(), bin, args...).CombinedOutput()
 	if err != nil {

@@ -25,15 +25,15 @@ import (
 	"github.com/clustershard/clustershard/internal/localcluster"
 )
 
-// A real Prometheus server (Debian's prometheus package) scrapes three
+// A real Prometheus server (built into bin/ by `make prometheus`) scrapes three
 // replica processes every second and evaluates the shipped alert rules.
 // During a kill drill its HTTP API answers the dashboard's ownership and
 // hand-over queries with values, and ClustershardClustersUnowned goes
 // pending, then resolves once the survivors have taken the clusters over.
 func TestPrometheusDuringKillDrill(t *testing.T) {
-	promBin, err := exec.LookPath("prometheus")
+	promBin, err := localcluster.FindTool("prometheus")
 	if err != nil {
-		t.Fatal("prometheus not found: install Debian's prometheus package (apt-get install prometheus); .ci/run does it")
+		t.Fatal(err)
 	}
 	ctx := t.Context()
 	bin := build(t)

@@ -19,13 +19,9 @@ var ErrBinariesMissing = errors.New("control plane binaries missing: run `make c
 // of KUBEBUILDER_ASSETS when set, else bin/ at the root of this Go module
 // (found by walking up from the working directory to go.mod).
 func FindBinDir() (string, error) {
-	dir := os.Getenv(BinDirEnv)
-	if dir == "" {
-		root, err := moduleRoot()
-		if err != nil {
-			return "", err
-		}
-		dir = filepath.Join(root, "bin")
+	dir, err := binDir()
+	if err != nil {
+		return "", err
 	}
 	for _, name := range []string{"kube-apiserver", "etcd"} {
 		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
@@ -33,6 +29,45 @@ func FindBinDir() (string, error) {
 		}
 	}
 	return dir, nil
+}
+
+// toolTargets names the make target that builds each binary of bin/ besides
+// the control plane.
+var toolTargets = map[string]string{
+	"promtool":   "promtool",
+	"prometheus": "prometheus",
+}
+
+// FindTool returns the path of a binary that the Makefile builds into bin/
+// (promtool, prometheus), looked up in the directory FindBinDir reads, never
+// on PATH: tests run what the Makefile built at the pinned version. The error
+// names the make target that builds it.
+func FindTool(name string) (string, error) {
+	target, ok := toolTargets[name]
+	if !ok {
+		return "", fmt.Errorf("no make target builds %q into bin/", name)
+	}
+	dir, err := binDir()
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, name)
+	if _, err := os.Stat(path); err != nil {
+		return "", fmt.Errorf("%s not found in %s: run `make %s` (the make targets that need it build it first)", name, dir, target)
+	}
+	return path, nil
+}
+
+// binDir is KUBEBUILDER_ASSETS when set, else bin/ at the module root.
+func binDir() (string, error) {
+	if dir := os.Getenv(BinDirEnv); dir != "" {
+		return dir, nil
+	}
+	root, err := moduleRoot()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(root, "bin"), nil
 }
 
 // ModuleRoot returns the root of this Go module, for locating deploy/ files.
