@@ -181,7 +181,7 @@ func TestMonitoringAlertsDocumentedAndTested(t *testing.T) {
 		if got := r.Annotations["runbook_url"]; got != runbookURL {
 			t.Errorf("%s: runbook_url %q, want %q", r.Alert, got, runbookURL)
 		}
-		for _, check := range []string{"kubectl get remoteclusters", "clustershard status", "kubectl -n clustershard-system get leases", "logs"} {
+		for _, check := range []string{"kubectl get remoteclusters.clustershard.io", "clustershard status", "kubectl -n clustershard-system get leases", "logs"} {
 			if !strings.Contains(r.Annotations["runbook"], check) {
 				t.Errorf("%s: the runbook does not say to check %q", r.Alert, check)
 			}

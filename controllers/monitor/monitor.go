@@ -2,7 +2,9 @@ package monitor
 
 import (
 	"context"
+	"fmt"
 	"strings"
+	"time"
 
 	"go.uber.org/fx"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -94,10 +96,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if !found {
 		return ctrl.Result{}, nil
 	}
-	apply := &unstructured.Unstructured{Object: map[string]any{"status": status}}
-	apply.SetGroupVersionKind(r.Kind.GVK)
-	apply.SetNamespace(src.GetNamespace())
-	apply.SetName(src.GetName())
-	return ctrl.Result{}, r.Manage.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(apply),
-		client.FieldOwner(replication.MonitorFieldManager), client.ForceOwnership)
+	_, err := replication.MirrorStatus(ctx, r.Manage, r.Kind, src, status)
+	if apierrors.IsConflict(err) {
+		return ctrl.Result{RequeueAfter: 200 * time.Millisecond}, nil // the source changed meanwhile: mirror onto the new one
+	}
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("mirror the status of the copy in %q to its source (%s): %w", r.Cluster, r.Kind.Shape, err)
+	}
+	return ctrl.Result{}, nil
 }

@@ -18,11 +18,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/clustershard/clustershard/api/v1alpha1"
+	"github.com/clustershard/clustershard/controllers/replication"
 	"github.com/clustershard/clustershard/registry"
 )
 
 // InstalledLabel marks what clustershard installed in a remote cluster.
-const InstalledLabel = "clustershard.io/installed-by"
+const InstalledLabel = replication.InstalledByLabel
 
 // probe asks the remote API server for /version.
 func probe(ctx context.Context, cfg *rest.Config, timeout time.Duration) (string, error) {

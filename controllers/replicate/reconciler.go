@@ -34,7 +34,34 @@ const (
 	ReasonClusterNotReady = "ClusterNotReady"
 	ReasonSyncFailed      = "SyncFailed"
 	ReasonDeleting        = "DeletingRemoteCopy"
+	// ReasonWebhookRefused: an admission webhook of the remote cluster
+	// refused the copy (or is down with failurePolicy Fail).
+	ReasonWebhookRefused = "WebhookRefused"
+	// ReasonNamespaceMissing: the copy's namespace is missing remotely.
+	ReasonNamespaceMissing = "NamespaceMissing"
+	// ReasonForbidden: the remote kubeconfig may not write the copy.
+	ReasonForbidden = "Forbidden"
 )
+
+// syncFailureReason names the cause of a failed write of a copy, so the
+// condition and the event point at it rather than at a generic failure.
+func syncFailureReason(err error) string {
+	var status apierrors.APIStatus
+	msg := err.Error()
+	if errors.As(err, &status) {
+		msg = status.Status().Message
+	}
+	switch {
+	case strings.Contains(msg, "admission webhook"):
+		return ReasonWebhookRefused
+	case apierrors.IsNotFound(err) && strings.Contains(msg, "namespaces"):
+		return ReasonNamespaceMissing
+	case apierrors.IsForbidden(err):
+		return ReasonForbidden
+	default:
+		return ReasonSyncFailed
+	}
+}
 
 // Ownership is what the controller needs from the shard coordinator.
 type Ownership interface {
@@ -132,8 +159,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return err
 	})
 	if err != nil {
-		r.failed(src, metrics.StateFailed, ReasonSyncFailed)
-		return ctrl.Result{}, r.report(ctx, src, cluster, false, ReasonSyncFailed, fmt.Sprintf("apply the copy in %q: %v", cluster, err))
+		reason := syncFailureReason(err)
+		r.failed(src, metrics.StateFailed, reason)
+		return ctrl.Result{}, r.report(ctx, src, cluster, false, reason, fmt.Sprintf("apply the copy in %q: %v", cluster, err))
 	}
 	r.applied.Store(req.String(), cluster)
 	r.track(src, metrics.StateSynced)
@@ -188,7 +216,7 @@ func (r *Reconciler) unowned(ctx context.Context, src *unstructured.Unstructured
 	}
 	r.failed(src, metrics.StateClusterNotFound, ReasonClusterNotFound)
 	msg := fmt.Sprintf("RemoteCluster %q does not exist; create it, fix spec, or set annotation %s=true to release a deleted source", cluster, replication.ReleaseAnnotation)
-	if _, err := replication.SetRemoteSynced(ctx, r.Client, src, false, ReasonClusterNotFound, msg); err != nil {
+	if _, err := replication.SetRemoteSynced(ctx, r.Client, r.Kind, src, false, ReasonClusterNotFound, msg); err != nil {
 		return ctrl.Result{}, err
 	}
 	r.event(src, corev1.EventTypeWarning, ReasonClusterNotFound, msg)
@@ -217,6 +245,7 @@ func (r *Reconciler) ensureTracked(ctx context.Context, src *unstructured.Unstru
 // releases the source (finalizer, annotation).
 func (r *Reconciler) removeCopy(ctx context.Context, src *unstructured.Unstructured, target, now string) (ctrl.Result, error) {
 	gone := false
+	var remoteFinalizers []string
 	err := r.Registry.WithClient(target, func(c client.Client) error {
 		cp := r.Kind.New()
 		err := c.Get(ctx, client.ObjectKeyFromObject(src), cp)
@@ -231,6 +260,7 @@ func (r *Reconciler) removeCopy(ctx context.Context, src *unstructured.Unstructu
 			gone = true // not our copy
 			return nil
 		}
+		remoteFinalizers = cp.GetFinalizers()
 		if cp.GetDeletionTimestamp().IsZero() {
 			return client.IgnoreNotFound(c.Delete(ctx, cp))
 		}
@@ -244,8 +274,19 @@ func (r *Reconciler) removeCopy(ctx context.Context, src *unstructured.Unstructu
 		return ctrl.Result{}, r.report(ctx, src, target, false, ReasonClusterNotReady, fmt.Sprintf("cannot delete the copy in %q: %v", target, err))
 	}
 	if !gone {
-		// Remote finalizers run first; check again shortly.
-		return ctrl.Result{RequeueAfter: 500 * time.Millisecond}, nil
+		// Remote finalizers run first; show them and check again shortly.
+		msg := fmt.Sprintf("deleting the copy in %q", target)
+		if len(remoteFinalizers) > 0 {
+			msg += "; waiting for its remote finalizers " + strings.Join(remoteFinalizers, ", ")
+		}
+		err := r.Ownership.WithOwnership(target, func() error {
+			if err := r.showRemoteFinalizers(ctx, src, remoteFinalizers); err != nil {
+				return err
+			}
+			_, err := replication.SetRemoteSynced(ctx, r.Client, r.Kind, src, false, ReasonDeleting, msg)
+			return err
+		})
+		return ctrl.Result{RequeueAfter: 500 * time.Millisecond}, client.IgnoreNotFound(err)
 	}
 	if now != "" && src.GetDeletionTimestamp().IsZero() {
 		// Moved to another cluster: forget the old one; the new owner copies it.
@@ -260,6 +301,28 @@ func (r *Reconciler) removeCopy(ctx context.Context, src *unstructured.Unstructu
 	return ctrl.Result{}, r.dropFinalizer(ctx, src)
 }
 
+// showRemoteFinalizers keeps RemoteFinalizersAnnotation on the source equal
+// to the finalizers its remote copy still carries.
+func (r *Reconciler) showRemoteFinalizers(ctx context.Context, src *unstructured.Unstructured, finalizers []string) error {
+	want := strings.Join(finalizers, ",")
+	have, ok := src.GetAnnotations()[replication.RemoteFinalizersAnnotation]
+	if have == want && (ok || want == "") {
+		return nil
+	}
+	before := src.DeepCopy()
+	ann := src.GetAnnotations()
+	if ann == nil {
+		ann = map[string]string{}
+	}
+	if want == "" {
+		delete(ann, replication.RemoteFinalizersAnnotation)
+	} else {
+		ann[replication.RemoteFinalizersAnnotation] = want
+	}
+	src.SetAnnotations(ann)
+	return r.Client.Patch(ctx, src, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
+}
+
 // dropFinalizer removes only this controller's finalizer (and the annotation).
 func (r *Reconciler) dropFinalizer(ctx context.Context, src *unstructured.Unstructured) error {
 	r.forget(client.ObjectKeyFromObject(src).String())
@@ -268,6 +331,7 @@ func (r *Reconciler) dropFinalizer(ctx context.Context, src *unstructured.Unstru
 	controllerutil.RemoveFinalizer(src, replication.Finalizer)
 	ann := src.GetAnnotations()
 	delete(ann, replication.ReplicatedToAnnotation)
+	delete(ann, replication.RemoteFinalizersAnnotation)
 	src.SetAnnotations(ann)
 	return client.IgnoreNotFound(r.Client.Patch(ctx, src, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})))
 }
@@ -278,7 +342,7 @@ func (r *Reconciler) report(ctx context.Context, src *unstructured.Unstructured,
 	var wrote bool
 	err := r.Ownership.WithOwnership(cluster, func() error {
 		var err error
-		wrote, err = replication.SetRemoteSynced(ctx, r.Client, src, ok, reason, msg)
+		wrote, err = replication.SetRemoteSynced(ctx, r.Client, r.Kind, src, ok, reason, msg)
 		return err
 	})
 	if ok {
@@ -303,7 +367,7 @@ func ensureNamespace(ctx context.Context, c client.Client, ns string) error {
 	if ns == "" {
 		return nil
 	}
-	err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{replication.InstalledByLabel: replication.ControlledByValue}}})
 	if apierrors.IsAlreadyExists(err) {
 		return nil
 	}

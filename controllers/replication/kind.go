@@ -29,6 +29,18 @@ const (
 	// whose remote cluster is gone for good: its finalizer is removed without
 	// deleting the remote copy.
 	ReleaseAnnotation = "clustershard.io/release"
+	// OutcomeAnnotation on a source holds the outcome of its replication as
+	// JSON (Outcome): a detail no status schema can prune, kept even for a
+	// kind whose conditions keep only type, status and reason.
+	OutcomeAnnotation = "clustershard.io/remote-synced"
+	// InstalledByLabel ("clustershard") marks what clustershard created in a
+	// remote cluster: the install namespace, the CRDs it applied, and the
+	// namespaces it created for copies.
+	InstalledByLabel = "clustershard.io/installed-by"
+	// RemoteFinalizersAnnotation on a source being deleted lists the
+	// finalizers its remote copy still carries (say Chaos Mesh's
+	// chaos-mesh/records while it recovers the experiment).
+	RemoteFinalizersAnnotation = "clustershard.io/remote-finalizers"
 	// Finalizer is held on sources while their copy exists.
 	Finalizer = "clustershard.io/replicate"
 	// ConditionRemoteSynced is the condition set on sources.
@@ -44,6 +56,23 @@ type Kind struct {
 	// CRD is the name of the kind's CustomResourceDefinition, copied into
 	// remote clusters by spec.install (plural.group).
 	CRD string
+	// Shape is what the CRD says about status (LearnShape); the zero value
+	// is filled with DefaultShape by WithShape.
+	Shape Shape
+}
+
+// WithShape returns k with its shape set.
+func (k Kind) WithShape(s Shape) Kind {
+	k.Shape = s
+	return k
+}
+
+// shape is the kind's shape, DefaultShape when none was learned.
+func (k Kind) shape() Shape {
+	if !k.Shape.Known && !k.Shape.Status {
+		return DefaultShape
+	}
+	return k.Shape
 }
 
 // ParseKind reads "Kind.version.group[:path.to.field]" with an optional plural

@@ -118,7 +118,7 @@ func (d *demo) run(ctx context.Context) error {
 	if err := os.WriteFile(d.kcPath, d.cp.Management.KubeConfig, 0o600); err != nil {
 		return err
 	}
-	fmt.Fprintf(d.out, "    kubectl --kubeconfig %s get remoteclusters\n", d.kcPath)
+	fmt.Fprintf(d.out, "    kubectl --kubeconfig %s get remoteclusters.clustershard.io\n", d.kcPath)
 	if d.c, err = client.New(d.cp.Management.Config, client.Options{Scheme: scheme.New()}); err != nil {
 		return err
 	}

@@ -27,13 +27,20 @@ import (
 	"github.com/clustershard/clustershard/shard"
 )
 
-var exampleKind = func() replication.Kind {
-	k, err := replication.ParseKind("ExampleChaos.v1alpha1.example.clustershard.io/examplechaos")
+var (
+	exampleKind = mustKind("ExampleChaos.v1alpha1.example.clustershard.io/examplechaos")
+	// strictKind is shaped like Chaos Mesh's chaos kinds (no status
+	// subresource, status.experiment required, minimal conditions).
+	strictKind = mustKind("StrictChaos.v1alpha1.example.clustershard.io/strictchaos")
+)
+
+func mustKind(s string) replication.Kind {
+	k, err := replication.ParseKind(s)
 	if err != nil {
 		panic(err)
 	}
 	return k
-}()
+}
 
 type running struct {
 	*replica.Replica
@@ -57,6 +64,13 @@ func startReplica(t *testing.T, id string) *running {
 // startReplicaWith is startReplica with edit applied to the options.
 func startReplicaWith(t *testing.T, id string, edit func(*replica.Options)) *running {
 	t.Helper()
+	return startReplicaOn(t, id, env.Management.Config, edit)
+}
+
+// startReplicaOn is startReplicaWith against the management API server
+// through cfg (a copy of env.Management.Config, say with a wrapped transport).
+func startReplicaOn(t *testing.T, id string, cfg *rest.Config, edit func(*replica.Options)) *running {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	o := replica.Options{
 		Identity: id, Namespace: testenv.ControllerNamespace, Scheme: env.Scheme,
@@ -73,7 +87,7 @@ func startReplicaWith(t *testing.T, id string, edit func(*replica.Options)) *run
 	if edit != nil {
 		edit(&o)
 	}
-	rp, err := replica.New(ctx, env.Management.Config, o)
+	rp, err := replica.New(ctx, cfg, o)
 	if err != nil {
 		cancel()
 		t.Fatal(err)

@@ -128,6 +128,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (*Replica, error) {
 	if err != nil {
 		return nil, err
 	}
+	o.Kinds = learnShapes(ctx, direct, o.Kinds, o.Logger)
 	rp := &Replica{Manager: mgr, opts: o, notifier: &remotecluster.Notifier{}}
 
 	so := o.Shard
@@ -258,3 +259,20 @@ func (rp *Replica) NeedLeaderElection() bool { return false }
 
 // Run runs the replica until ctx ends, then hands over and stops.
 func (rp *Replica) Run(ctx context.Context) error { return rp.Manager.Start(ctx) }
+
+// learnShapes reads each replicated kind's CRD for the shape of its status
+// (status subresource, required fields, what a condition keeps) and says
+// once, at start-up, how its status is written.
+func learnShapes(ctx context.Context, c client.Reader, kinds []replication.Kind, log logr.Logger) []replication.Kind {
+	out := make([]replication.Kind, 0, len(kinds))
+	for _, k := range kinds {
+		shape, err := replication.LearnShape(ctx, c, k)
+		if err != nil {
+			log.Error(err, "Cannot learn the status shape of a replicated kind; assuming a status subresource", "kind", k.GVK.String())
+		} else {
+			log.Info("Replicated kind", "kind", k.GVK.String(), "status", shape.String(), "conditionFields", shape.ConditionFields)
+		}
+		out = append(out, k.WithShape(shape))
+	}
+	return out
+}

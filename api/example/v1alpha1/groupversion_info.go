@@ -17,7 +17,7 @@ var (
 )
 
 func addKnownTypes(scheme *runtime.Scheme) error {
-	scheme.AddKnownTypes(GroupVersion, &ExampleChaos{}, &ExampleChaosList{})
+	scheme.AddKnownTypes(GroupVersion, &ExampleChaos{}, &ExampleChaosList{}, &StrictChaos{}, &StrictChaosList{})
 	metav1.AddToGroupVersion(scheme, GroupVersion)
 	return nil
 }
