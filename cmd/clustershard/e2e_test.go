@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -271,13 +272,23 @@ func TestReplicaProcesses(t *testing.T) {
 	})
 }
 
+// freeAddr returns a free loopback address for a replica to bind. It is
+// chosen below Linux's ephemeral port range (32768–60999): a port from that
+// range can be taken, between this check and the replica's bind, by any
+// outgoing connection or ":0" listener of the packages tested alongside
+// (seen once in CI: the replica could not bind, died, and its /healthz never
+// answered).
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for range 200 {
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", 20000+rand.IntN(12000)))
+		if err != nil {
+			continue
+		}
+		addr := l.Addr().String()
+		_ = l.Close()
+		return addr
 	}
-	addr := l.Addr().String()
-	_ = l.Close()
-	return addr
+	t.Fatal("no free loopback port in 20000-31999")
+	return ""
 }
