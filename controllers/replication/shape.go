@@ -85,16 +85,19 @@ func ShapeOf(crd *apiextensionsv1.CustomResourceDefinition, version string) (Sha
 		root := v.Schema.OpenAPIV3Schema
 		status, ok := root.Properties["status"]
 		if !ok {
+			// Only a schema that keeps unknown fields keeps a status it does not declare.
 			s.Status = preserves(root)
-			if s.Status {
-				return s, nil
+			if !s.Status {
+				s.ConditionFields = []string{}
 			}
-			s.ConditionFields = []string{}
 			return s, nil
 		}
 		s.Status = true
+		if len(status.Required) > 0 {
+			s.RequiredStatus = map[string]any{}
+		}
 		for _, name := range status.Required {
-			s.RequiredStatus = setIfNil(s.RequiredStatus, name, zeroOf(status.Properties[name]))
+			s.RequiredStatus[name] = zeroOf(status.Properties[name])
 		}
 		conds, ok := status.Properties["conditions"]
 		switch {
@@ -113,14 +116,6 @@ func ShapeOf(crd *apiextensionsv1.CustomResourceDefinition, version string) (Sha
 
 func preserves(p *apiextensionsv1.JSONSchemaProps) bool {
 	return p.XPreserveUnknownFields != nil && *p.XPreserveUnknownFields
-}
-
-func setIfNil(m map[string]any, k string, v any) map[string]any {
-	if m == nil {
-		m = map[string]any{}
-	}
-	m[k] = v
-	return m
 }
 
 // zeroOf is the smallest value of a schema's type that validates.
