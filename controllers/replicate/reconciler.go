@@ -35,8 +35,16 @@ const (
 	ReasonSyncFailed      = "SyncFailed"
 	ReasonDeleting        = "DeletingRemoteCopy"
 	// ReasonWebhookRefused: an admission webhook of the remote cluster
-	// refused the copy (or is down with failurePolicy Fail).
+	// refused the copy.
 	ReasonWebhookRefused = "WebhookRefused"
+	// ReasonWebhookUnavailable: a webhook of the remote cluster with
+	// failurePolicy Fail cannot be called (say chaos-controller-manager is
+	// down), so every write of the copy is refused until it is back.
+	ReasonWebhookUnavailable = "WebhookUnavailable"
+	// ReasonRecreating: the old copy is deleted so that one with the new
+	// spec can be created (update strategy Recreate, or Auto after the
+	// remote refused the change).
+	ReasonRecreating = "RecreatingCopy"
 	// ReasonNamespaceMissing: the copy's namespace is missing remotely.
 	ReasonNamespaceMissing = "NamespaceMissing"
 	// ReasonForbidden: the remote kubeconfig may not write the copy.
@@ -46,12 +54,10 @@ const (
 // syncFailureReason names the cause of a failed write of a copy, so the
 // condition and the event point at it rather than at a generic failure.
 func syncFailureReason(err error) string {
-	var status apierrors.APIStatus
-	msg := err.Error()
-	if errors.As(err, &status) {
-		msg = status.Status().Message
-	}
+	msg := remoteMessage(err)
 	switch {
+	case webhookUnavailable(err):
+		return ReasonWebhookUnavailable
 	case strings.Contains(msg, "admission webhook"):
 		return ReasonWebhookRefused
 	case apierrors.IsNotFound(err) && strings.Contains(msg, "namespaces"):
@@ -98,6 +104,9 @@ type Reconciler struct {
 	// during a hand-over) may have had its copy applied again from the stale
 	// view; when the deletion reaches the cache, that copy is removed.
 	applied sync.Map
+	// recreating remembers, per source key, why its copy is being re-created,
+	// until the new copy is written.
+	recreating sync.Map
 }
 
 // Reconcile syncs one source with its remote copy.
@@ -145,6 +154,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	desired := r.Kind.Copy(src, cluster, r.Identity)
 	nsKey := cluster + "/" + desired.GetNamespace()
+	var w write
 	err := r.Registry.WithClient(cluster, func(c client.Client) error {
 		if _, known := r.namespaces.Load(nsKey); !known {
 			if err := ensureNamespace(ctx, c, desired.GetNamespace()); err != nil {
@@ -152,7 +162,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			}
 			r.namespaces.Store(nsKey, struct{}{})
 		}
-		err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(desired), client.FieldOwner(replication.CopyFieldManager), client.ForceOwnership)
+		var err error
+		w, err = r.writeCopy(ctx, c, req.String(), desired, cluster)
 		if apierrors.IsNotFound(err) {
 			r.namespaces.Delete(nsKey) // deleted by hand: create it again next time
 		}
@@ -161,11 +172,39 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		reason := syncFailureReason(err)
 		r.failed(src, metrics.StateFailed, reason)
-		return ctrl.Result{}, r.report(ctx, src, cluster, false, reason, fmt.Sprintf("apply the copy in %q: %v", cluster, err))
+		return ctrl.Result{}, r.report(ctx, src, cluster, false, reason, fmt.Sprintf("write the copy in %q: %v", cluster, err))
+	}
+	if w.recreating != "" {
+		// The old copy goes first; its remote finalizers show on the source.
+		r.track(src, metrics.StatePending)
+		msg := fmt.Sprintf("re-creating the copy in %q (%s); waiting for the old copy to be deleted", cluster, w.recreating)
+		if len(w.finalizers) > 0 {
+			msg += ", its remote finalizers: " + strings.Join(w.finalizers, ", ")
+		}
+		err := r.Ownership.WithOwnership(cluster, func() error {
+			if err := r.showRemoteFinalizers(ctx, src, w.finalizers); err != nil {
+				return err
+			}
+			wrote, err := replication.SetRemoteSynced(ctx, r.Client, r.Kind, src, false, ReasonRecreating, msg)
+			if wrote {
+				r.event(src, corev1.EventTypeNormal, ReasonRecreating, msg)
+			}
+			return err
+		})
+		return ctrl.Result{RequeueAfter: 500 * time.Millisecond}, client.IgnoreNotFound(err)
 	}
 	r.applied.Store(req.String(), cluster)
 	r.track(src, metrics.StateSynced)
-	return ctrl.Result{}, r.report(ctx, src, cluster, true, ReasonSynced, "copy applied in "+cluster+" by "+r.Identity)
+	msg := "copy applied in " + cluster + " by " + r.Identity
+	if why, ok := r.recreating.LoadAndDelete(req.String()); ok {
+		msg = recreatedPrefix + cluster + " by " + r.Identity + " (" + why.(string) + ")"
+	} else if o, ok := replication.ReadOutcome(src); ok && o.Reason == ReasonSynced && o.SpecHash == replication.SpecHash(src) && strings.HasPrefix(o.Message, recreatedPrefix+cluster+" ") {
+		msg = o.Message // keep saying why this copy was re-created
+	}
+	if err := r.Ownership.WithOwnership(cluster, func() error { return r.showRemoteFinalizers(ctx, src, nil) }); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	return ctrl.Result{}, r.report(ctx, src, cluster, true, ReasonSynced, msg)
 }
 
 // removeStaleCopy deletes the copy this replica applied for a source that no
@@ -374,6 +413,9 @@ func ensureNamespace(ctx context.Context, c client.Client, ns string) error {
 	return err
 }
 
+// recreatedPrefix starts the Synced message of a re-created copy.
+const recreatedPrefix = "copy re-created in "
+
 // reasonAPIError counts failed writes to the management API server.
 const reasonAPIError = "APIError"
 
@@ -388,7 +430,10 @@ func (r *Reconciler) failed(src *unstructured.Unstructured, state, reason string
 	metrics.ReplicationErrors.WithLabelValues(r.Kind.GVK.Kind, reason).Inc()
 }
 
-func (r *Reconciler) forget(key string) { metrics.Tracker.Forget(r.Identity, r.Kind.GVK.Kind, key) }
+func (r *Reconciler) forget(key string) {
+	r.recreating.Delete(key)
+	metrics.Tracker.Forget(r.Identity, r.Kind.GVK.Kind, key)
+}
 
 // name returns the controller name of a kind.
 func name(k replication.Kind) string {

@@ -2,11 +2,16 @@ package replicate
 
 import (
 	"context"
+	"time"
+
+	"golang.org/x/time/rate"
+	"k8s.io/client-go/util/workqueue"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -35,9 +40,25 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, clu
 	})
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(name(r.Kind)).
+		WithOptions(controller.Options{RateLimiter: rateLimiter()}).
 		For(r.Kind.New(), builder.WithPredicates(bound)).
 		WatchesRawSource(source.Channel(clusterEvents, handler.EnqueueRequestsFromMapFunc(r.sourcesOfCluster))).
 		Complete(r)
+}
+
+// MaxRetryDelay caps the backoff of a source whose copy cannot be written:
+// controller-runtime's default grows to 16 minutes, too long to notice that
+// a remote webhook (failurePolicy Fail) or a namespace came back.
+const MaxRetryDelay = time.Minute
+
+// rateLimiter is controller-runtime's default with the delay capped at
+// MaxRetryDelay: per-source exponential backoff from 5 ms, and no more than
+// 10 retries a second (bursts of 100) over all sources.
+func rateLimiter() workqueue.TypedRateLimiter[reconcile.Request] {
+	return workqueue.NewTypedMaxOfRateLimiter(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](5*time.Millisecond, MaxRetryDelay),
+		&workqueue.TypedBucketRateLimiter[reconcile.Request]{Limiter: rate.NewLimiter(rate.Limit(10), 100)},
+	)
 }
 
 func targets(k replication.Kind, u *unstructured.Unstructured) []string {

@@ -23,6 +23,10 @@ const (
 	WrittenByAnnotation = "clustershard.io/written-by"
 	// SourceUIDAnnotation on a remote copy is the UID of its source.
 	SourceUIDAnnotation = "clustershard.io/source-uid"
+	// SpecHashAnnotation on a remote copy is SpecHash of the source it was
+	// written from: how the Recreate strategy tells that a copy's spec must
+	// change without comparing it with what remote defaulting made of it.
+	SpecHashAnnotation = "clustershard.io/spec-hash"
 	// ReplicatedToAnnotation on a source names the cluster its copy lives in.
 	ReplicatedToAnnotation = "clustershard.io/replicated-to"
 	// ReleaseAnnotation on a source ("true") lets an operator release a source
@@ -59,6 +63,8 @@ type Kind struct {
 	// Shape is what the CRD says about status (LearnShape); the zero value
 	// is filled with DefaultShape by WithShape.
 	Shape Shape
+	// Update is how copies take spec changes; empty means UpdateAuto.
+	Update UpdateStrategy
 }
 
 // WithShape returns k with its shape set.
@@ -75,16 +81,26 @@ func (k Kind) shape() Shape {
 	return k.Shape
 }
 
-// ParseKind reads "Kind.version.group[:path.to.field]" with an optional plural
-// after a slash, e.g. "PodChaos.v1alpha1.chaos-mesh.org/podchaos:spec.remoteCluster".
+// ParseKind reads "Kind.version.group[/plural][:field.path][@strategy]": an
+// optional plural after a slash, the remote-cluster field after a colon and
+// the update strategy (Apply, Recreate, Auto) after an at sign, e.g.
+// "PodChaos.v1alpha1.chaos-mesh.org/podchaos:spec.remoteCluster@Recreate".
 func ParseKind(s string) (Kind, error) {
-	spec, field, _ := strings.Cut(s, ":")
+	rest, strategy, hasStrategy := strings.Cut(s, "@")
+	spec, field, _ := strings.Cut(rest, ":")
 	spec, plural, _ := strings.Cut(spec, "/")
 	parts := strings.SplitN(spec, ".", 3)
 	if len(parts) != 3 || parts[0] == "" || parts[1] == "" || parts[2] == "" {
-		return Kind{}, fmt.Errorf("replicated kind %q: want Kind.version.group[/plural][:field.path]", s)
+		return Kind{}, fmt.Errorf("replicated kind %q: want Kind.version.group[/plural][:field.path][@Apply|Recreate|Auto]", s)
 	}
 	k := Kind{GVK: schema.GroupVersionKind{Kind: parts[0], Version: parts[1], Group: parts[2]}}
+	if hasStrategy {
+		u, err := ParseUpdateStrategy(strategy)
+		if err != nil {
+			return Kind{}, fmt.Errorf("replicated kind %q: %w", s, err)
+		}
+		k.Update = u
+	}
 	if plural == "" {
 		plural = strings.ToLower(parts[0])
 	}
@@ -145,6 +161,7 @@ func (k Kind) Copy(src *unstructured.Unstructured, cluster, writer string) *unst
 	}
 	ann[WrittenByAnnotation] = writer
 	ann[SourceUIDAnnotation] = string(src.GetUID())
+	ann[SpecHashAnnotation] = SpecHash(src)
 	out.SetAnnotations(ann)
 	return out
 }

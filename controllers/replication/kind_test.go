@@ -23,7 +23,17 @@ func TestParseKind(t *testing.T) {
 	if err != nil || k.CRD != "podchaos.chaos-mesh.org" || len(k.Field) != 3 {
 		t.Fatalf("parsed %+v, %v", k, err)
 	}
-	for _, bad := range []string{"", "Kind", "Kind.v1", "Kind..g", "K.v.g:spec..x"} {
+	if k.UpdateStrategy() != replication.UpdateAuto {
+		t.Fatalf("default update strategy %q, want Auto", k.UpdateStrategy())
+	}
+	k, err = replication.ParseKind("PodChaos.v1alpha1.chaos-mesh.org/podchaos:spec.remoteCluster@recreate")
+	if err != nil || k.UpdateStrategy() != replication.UpdateRecreate || k.CRD != "podchaos.chaos-mesh.org" || len(k.Field) != 2 {
+		t.Fatalf("parsed %+v, %v", k, err)
+	}
+	if k, err = replication.ParseKind("ExampleChaos.v1alpha1.example.clustershard.io@Apply"); err != nil || k.UpdateStrategy() != replication.UpdateApply {
+		t.Fatalf("parsed %+v, %v", k, err)
+	}
+	for _, bad := range []string{"", "Kind", "Kind.v1", "Kind..g", "K.v.g:spec..x", "K.v.g@", "K.v.g@Replace"} {
 		if _, err := replication.ParseKind(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}

@@ -60,7 +60,7 @@ func defaultNamespace() string {
 func (o *options) addCommon(fs *pflag.FlagSet) {
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "Kubeconfig of the management cluster (default: in-cluster, then $KUBECONFIG, then ~/.kube/config).")
 	fs.StringVar(&o.namespace, "namespace", defaultNamespace(), "Namespace of the Leases (default $POD_NAMESPACE or clustershard-system).")
-	fs.StringSliceVar(&o.kinds, "replicate-kind", nil, "Replicated kind as Kind.version.group[/plural][:field.path], e.g. "+ExampleKind+"; repeatable. Its CRD must exist in the management cluster, and the RBAC rules for it must be granted.")
+	fs.StringSliceVar(&o.kinds, "replicate-kind", nil, "Replicated kind as Kind.version.group[/plural][:field.path][@Apply|Recreate|Auto], e.g. "+ExampleKind+"; repeatable. After @, how copies take spec changes (default Auto: apply, re-create when a remote webhook refuses the change). Its CRD must exist in the management cluster, and the RBAC rules for it must be granted.")
 }
 
 // addRun registers the flags of `run`.

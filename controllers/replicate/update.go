@@ -1,0 +1,94 @@
+package replicate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/clustershard/clustershard/controllers/replication"
+)
+
+// write is what writing a copy came to.
+type write struct {
+	// recreating is set while an old copy is deleted so that a new one can be
+	// created: why, for the source's outcome.
+	recreating string
+	// finalizers are the old copy's remote finalizers being waited for.
+	finalizers []string
+}
+
+// writeCopy brings the copy in c to desired by the kind's update strategy:
+// server-side apply, or (Recreate, and Auto after a webhook denied the update)
+// deletion of the old copy first. The old copy is deleted with a UID
+// precondition, so a stale cache can never make it delete a new copy.
+func (r *Reconciler) writeCopy(ctx context.Context, c client.Client, key string, desired *unstructured.Unstructured, cluster string) (write, error) {
+	strategy := r.Kind.UpdateStrategy()
+	want := desired.GetAnnotations()[replication.SpecHashAnnotation]
+	var old *unstructured.Unstructured
+	if strategy != replication.UpdateApply {
+		cp := r.Kind.New()
+		err := c.Get(ctx, client.ObjectKeyFromObject(desired), cp)
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return write{}, err
+		case cp.GetLabels()[replication.ClusterLabel] == cluster:
+			old = cp
+		}
+	}
+	if old != nil && !old.GetDeletionTimestamp().IsZero() {
+		why, _ := r.recreating.Load(key)
+		reason, _ := why.(string)
+		if reason == "" {
+			reason = "the old copy is being deleted"
+		}
+		return write{recreating: reason, finalizers: old.GetFinalizers()}, nil
+	}
+	if old != nil && strategy == replication.UpdateRecreate {
+		if have := old.GetAnnotations()[replication.SpecHashAnnotation]; have != "" && have != want {
+			return r.deleteForRecreate(ctx, c, key, old, "update strategy Recreate, the spec changed")
+		}
+	}
+	err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(desired), client.FieldOwner(replication.CopyFieldManager), client.ForceOwnership)
+	if err != nil && old != nil && deniedByWebhook(err) && old.GetAnnotations()[replication.SpecHashAnnotation] != want {
+		return r.deleteForRecreate(ctx, c, key, old, fmt.Sprintf("update strategy %s, the remote refused the spec change: %s", strategy, remoteMessage(err)))
+	}
+	return write{}, err
+}
+
+// deleteForRecreate deletes old, only if it is still the object read.
+func (r *Reconciler) deleteForRecreate(ctx context.Context, c client.Client, key string, old *unstructured.Unstructured, why string) (write, error) {
+	r.recreating.Store(key, why)
+	uid, rv := old.GetUID(), old.GetResourceVersion()
+	err := c.Delete(ctx, old, client.Preconditions{UID: &uid, ResourceVersion: &rv})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return write{}, fmt.Errorf("delete the copy to re-create it: %w", err)
+	}
+	return write{recreating: why, finalizers: old.GetFinalizers()}, nil
+}
+
+// deniedByWebhook tells whether an admission webhook answered and refused
+// the write (a webhook that cannot be called is not a refusal of the change).
+func deniedByWebhook(err error) bool {
+	return strings.Contains(remoteMessage(err), "denied the request")
+}
+
+// webhookUnavailable tells whether the write failed because a webhook with
+// failurePolicy Fail could not be called.
+func webhookUnavailable(err error) bool {
+	return strings.Contains(remoteMessage(err), "failed calling webhook")
+}
+
+// remoteMessage is the API server's message of err, else err's text.
+func remoteMessage(err error) string {
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		return status.Status().Message
+	}
+	return err.Error()
+}
