@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/release"
 
 	"github.com/clustershard/clustershard/api/v1alpha1"
@@ -71,19 +72,7 @@ func (r *Reconciler) ensureHelm(ctx context.Context, rc *v1alpha1.RemoteCluster,
 	if err != nil {
 		return "", err
 	}
-	if r.Charts == nil {
-		return "", errors.New("spec.install.helm is set but this replica has no chart cache")
-	}
-	ref := helmrelease.Ref{Chart: want.Chart, Version: want.Version}
-	name := rc.Name
-	ch, err := r.Charts.Chart(ref, func() {
-		if r.Enqueue != nil {
-			r.Enqueue(name)
-		}
-	})
-	if errors.Is(err, helmrelease.ErrFetching) {
-		return "", fmt.Errorf("%w: %w", errChartPending, err)
-	}
+	ch, err := r.chart(rc.Name, want)
 	if err != nil {
 		return "", err
 	}
@@ -122,6 +111,44 @@ func (r *Reconciler) ensureHelm(ctx context.Context, rc *v1alpha1.RemoteCluster,
 		r.event(rc, corev1.EventTypeNormal, ReasonHelmUpgraded, "Release %s/%s upgraded: chart %s-%s, revision %d", want.Namespace, want.ReleaseName, rel.Chart.Metadata.Name, rel.Chart.Metadata.Version, rel.Version)
 	}
 	return fmt.Sprintf("Helm release %s/%s revision %d (chart %s-%s)", want.Namespace, want.ReleaseName, rel.Version, rel.Chart.Metadata.Name, rel.Chart.Metadata.Version), nil
+}
+
+// chart returns the chart of want from the cache, or errChartPending while
+// it is fetched (the cluster is enqueued again when the fetch ends).
+func (r *Reconciler) chart(cluster string, want *v1alpha1.HelmInstall) (*chart.Chart, error) {
+	if r.Charts == nil {
+		return nil, errors.New("spec.install.helm is set but this replica has no chart cache")
+	}
+	ch, err := r.Charts.Chart(helmrelease.Ref{Chart: want.Chart, Version: want.Version}, func() {
+		if r.Enqueue != nil {
+			r.Enqueue(cluster)
+		}
+	})
+	if errors.Is(err, helmrelease.ErrFetching) {
+		return nil, fmt.Errorf("%w: %w", errChartPending, err)
+	}
+	return ch, err
+}
+
+// shippedCRDs returns the CRDs the chart of spec.install.helm ships in crds/:
+// Helm is their one writer, so spec.install.crds leaves them alone.
+func (r *Reconciler) shippedCRDs(rc *v1alpha1.RemoteCluster) (map[string]bool, error) {
+	out := map[string]bool{}
+	if rc.Spec.Install == nil || rc.Spec.Install.Helm == nil {
+		return out, nil
+	}
+	ch, err := r.chart(rc.Name, rc.Spec.Install.Helm)
+	if err != nil {
+		return nil, err
+	}
+	names, err := helmrelease.CRDNames(ch)
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range names {
+		out[n] = true
+	}
+	return out, nil
 }
 
 // recheckHelm is the periodic check of the Helm release of a running

@@ -5,17 +5,20 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/clustershard/clustershard/api/v1alpha1"
 	"github.com/clustershard/clustershard/controllers/replication"
@@ -76,9 +79,18 @@ func (r *Reconciler) install(ctx context.Context, rc *v1alpha1.RemoteCluster, cf
 			return fmt.Errorf("client for the remote cluster: %w", err)
 		}
 	}
-	var applied []string
+	var applied, shippedNames []string
 	if wantCRDs {
+		// CRDs the Helm release ships have one writer, Helm: none is applied.
+		shipped, err := r.shippedCRDs(rc)
+		if err != nil {
+			return err
+		}
 		for _, k := range r.Kinds {
+			if shipped[k.CRD] {
+				shippedNames = append(shippedNames, k.CRD)
+				continue
+			}
 			var crd apiextensionsv1.CustomResourceDefinition
 			if err := r.Client.Get(ctx, client.ObjectKey{Name: k.CRD}, &crd); err != nil {
 				return fmt.Errorf("read CRD %s from the management cluster: %w", k.CRD, err)
@@ -107,6 +119,9 @@ func (r *Reconciler) install(ctx context.Context, rc *v1alpha1.RemoteCluster, cf
 		}
 	}
 	msg := fmt.Sprintf("%d CRDs applied; namespace %q", len(applied), ns)
+	if len(shippedNames) > 0 {
+		msg = fmt.Sprintf("%d CRDs applied, %d shipped by the Helm release (%s); namespace %q", len(applied), len(shippedNames), strings.Join(shippedNames, ", "), ns)
+	}
 	if wantHelm {
 		helm, err := r.ensureHelm(ctx, rc, cfg)
 		if err != nil {
@@ -114,6 +129,13 @@ func (r *Reconciler) install(ctx context.Context, rc *v1alpha1.RemoteCluster, cf
 		}
 		if helm != "" {
 			msg += "; " + helm
+		}
+		// Helm installs its crds/ before the templates; the remote manager
+		// watches them, so they must be served.
+		for _, name := range shippedNames {
+			if err := waitEstablished(ctx, remote, name); err != nil {
+				return fmt.Errorf("%w (it is in the chart's crds/, which Helm installs only with the release's first revision)", err)
+			}
 		}
 	}
 	r.setCondition(rc, v1alpha1.ConditionInstalled, true, ReasonInstalled, msg)
@@ -197,11 +219,8 @@ func (r *Reconciler) uninstall(ctx context.Context, rc *v1alpha1.RemoteCluster) 
 		}
 	}
 	if installCRDs(rc) {
-		for _, k := range r.Kinds {
-			crd := &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: k.CRD}}
-			if err := r.owned(rc.Name, func() error { return remote.Delete(ctx, crd) }); client.IgnoreNotFound(err) != nil {
-				errs = append(errs, err)
-			}
+		if err := r.uninstallCRDs(ctx, rc, remote); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if ns := rc.Spec.Install.Namespace; ns != "" {
@@ -210,6 +229,83 @@ func (r *Reconciler) uninstall(ctx context.Context, rc *v1alpha1.RemoteCluster) 
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// uninstallCRDs deletes the replicated kinds' CRDs that clustershard
+// created in the remote cluster (labelled InstalledLabel, not shipped by the
+// Helm release) and that hold no object but this RemoteCluster's copies:
+// deleting a CRD deletes all its objects, and the others are not ours to
+// delete. A CRD kept
+// for that reason is reported in a Warning event on the RemoteCluster.
+func (r *Reconciler) uninstallCRDs(ctx context.Context, rc *v1alpha1.RemoteCluster, remote client.Client) error {
+	shipped, err := r.shippedCRDs(rc)
+	if err != nil {
+		// Without the chart, a CRD it may ship is told by its label alone.
+		log.FromContext(ctx).Info("Cannot read the chart's crds/ for the uninstall; deleting only CRDs labelled as clustershard's", "error", err.Error())
+		shipped = map[string]bool{}
+	}
+	var errs []error
+	var kept []string
+	for _, k := range r.Kinds {
+		var crd apiextensionsv1.CustomResourceDefinition
+		if err := remote.Get(ctx, client.ObjectKey{Name: k.CRD}, &crd); err != nil {
+			if !apierrors.IsNotFound(err) {
+				errs = append(errs, fmt.Errorf("read CRD %s: %w", k.CRD, err))
+			}
+			continue
+		}
+		if crd.Labels[InstalledLabel] != "clustershard" || shipped[k.CRD] {
+			continue // not ours: someone else installed it
+		}
+		foreign, err := foreignObject(ctx, remote, k, rc.Name)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("list the objects of CRD %s: %w", k.CRD, err))
+			continue
+		}
+		if foreign != "" {
+			kept = append(kept, fmt.Sprintf("%s (holds %s)", k.CRD, foreign))
+			continue
+		}
+		uid := crd.UID
+		if err := r.owned(rc.Name, func() error { return remote.Delete(ctx, &crd, client.Preconditions{UID: &uid}) }); client.IgnoreNotFound(err) != nil {
+			errs = append(errs, fmt.Errorf("delete CRD %s: %w", k.CRD, err))
+		}
+	}
+	if len(kept) > 0 {
+		r.event(rc, corev1.EventTypeWarning, ReasonCRDKept, "Kept CRDs in the remote cluster: %s", strings.Join(kept, "; "))
+		log.FromContext(ctx).Info("Kept CRDs holding objects clustershard did not create", "crds", kept)
+	}
+	return errors.Join(errs...)
+}
+
+// foreignObject describes an object of kind k in the remote cluster that is
+// not a copy made for RemoteCluster cluster, or returns "".
+func foreignObject(ctx context.Context, remote client.Client, k replication.Kind, cluster string) (string, error) {
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(k.GVK.GroupVersion().WithKind(k.GVK.Kind + "List"))
+	opts := []client.ListOption{client.Limit(500)}
+	for {
+		if err := remote.List(ctx, list, opts...); err != nil {
+			if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
+				return "", nil // the version is not served: no objects of it
+			}
+			return "", err
+		}
+		for _, o := range list.Items {
+			key := client.ObjectKeyFromObject(&o).String()
+			switch l := o.GetLabels(); {
+			case l[replication.ControlledByLabel] != replication.ControlledByValue:
+				return key + ", which clustershard did not create", nil
+			case l[replication.ClusterLabel] != cluster:
+				// Two RemoteClusters may name one cluster: the other's copies are not ours.
+				return key + ", a copy for RemoteCluster " + l[replication.ClusterLabel], nil
+			}
+		}
+		if list.GetContinue() == "" {
+			return "", nil
+		}
+		opts = []client.ListOption{client.Limit(500), client.Continue(list.GetContinue())}
+	}
 }
 
 // remoteClient is a direct client of the remote cluster whose writes pass the

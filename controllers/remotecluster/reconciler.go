@@ -54,6 +54,9 @@ const (
 	ReasonManagerFailed     = "ManagerFailed"
 	ReasonNotConnected      = "NotConnected"
 	ReasonLeaseHeld         = "LeaseHeld"
+	// ReasonCRDKept: cleanupPolicy Delete kept a CRD clustershard created
+	// because it holds objects clustershard did not create.
+	ReasonCRDKept = "CRDKept"
 )
 
 // Ownership is what the controller needs from the shard coordinator.
