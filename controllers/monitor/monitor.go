@@ -101,7 +101,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{RequeueAfter: 200 * time.Millisecond}, nil // the source changed meanwhile: mirror onto the new one
 	}
 	if err != nil {
-		return ctrl.Result{}, fmt.Errorf("mirror the status of the copy in %q to its source (%s): %w", r.Cluster, r.Kind.Shape, err)
+		return ctrl.Result{}, fmt.Errorf("mirror the status of the copy in %q to its source (%s): %w", r.Cluster, r.Kind.Shape(), err)
 	}
 	return ctrl.Result{}, nil
 }

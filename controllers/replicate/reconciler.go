@@ -201,6 +201,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	} else if o, ok := replication.ReadOutcome(src); ok && o.Reason == ReasonSynced && o.SpecHash == replication.SpecHash(src) && strings.HasPrefix(o.Message, recreatedPrefix+cluster+" ") {
 		msg = o.Message // keep saying why this copy was re-created
 	}
+	if shape := r.Kind.Shape(); !shape.Status {
+		msg += "; remote status not mirrored: " + shape.String()
+	}
 	if err := r.Ownership.WithOwnership(cluster, func() error { return r.showRemoteFinalizers(ctx, src, nil) }); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}

@@ -2,7 +2,9 @@ package replication
 
 import (
 	"fmt"
+	"reflect"
 	"strings"
+	"sync/atomic"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -60,25 +62,42 @@ type Kind struct {
 	// CRD is the name of the kind's CustomResourceDefinition, copied into
 	// remote clusters by spec.install (plural.group).
 	CRD string
-	// Shape is what the CRD says about status (LearnShape); the zero value
-	// is filled with DefaultShape by WithShape.
-	Shape Shape
 	// Update is how copies take spec changes; empty means UpdateAuto.
 	Update UpdateStrategy
+
+	// shape is what the CRD says about status (LearnShape), shared by every
+	// copy of the Kind value made after WithShape, so that a change of the
+	// CRD (SetShape) reaches every controller of the kind at once.
+	shape *atomic.Pointer[Shape]
 }
 
-// WithShape returns k with its shape set.
+// WithShape returns k with a shape of its own, set to s.
 func (k Kind) WithShape(s Shape) Kind {
-	k.Shape = s
+	k.shape = new(atomic.Pointer[Shape])
+	k.shape.Store(&s)
 	return k
 }
 
-// shape is the kind's shape, DefaultShape when none was learned.
-func (k Kind) shape() Shape {
-	if !k.Shape.Known && !k.Shape.Status {
+// SetShape replaces the shape of k and of every copy of it made after
+// WithShape, and reports whether it changed. A Kind without WithShape keeps
+// DefaultShape.
+func (k Kind) SetShape(s Shape) bool {
+	if k.shape == nil {
+		return false
+	}
+	old := k.shape.Swap(&s)
+	return old == nil || !reflect.DeepEqual(*old, s)
+}
+
+// Shape returns the kind's shape, DefaultShape when none was learned.
+func (k Kind) Shape() Shape {
+	if k.shape == nil {
 		return DefaultShape
 	}
-	return k.Shape
+	if s := k.shape.Load(); s != nil && (s.Known || s.Status) {
+		return *s
+	}
+	return DefaultShape
 }
 
 // ParseKind reads "Kind.version.group[/plural][:field.path][@strategy]": an

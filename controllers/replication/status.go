@@ -67,7 +67,7 @@ func SpecHash(src *unstructured.Unstructured) string {
 // when the kind has a status subresource and with the object when not. It
 // returns whether it wrote.
 func SetRemoteSynced(ctx context.Context, c client.Client, k Kind, src *unstructured.Unstructured, ok bool, reason, message string) (bool, error) {
-	shape := k.shape()
+	shape := k.Shape()
 	status := string(metav1.ConditionFalse)
 	if ok {
 		status = string(metav1.ConditionTrue)
@@ -127,7 +127,7 @@ func SetRemoteSynced(ctx context.Context, c client.Client, k Kind, src *unstruct
 // only when the status differs, and reports whether it wrote. A kind whose
 // schema has no status is not mirrored.
 func MirrorStatus(ctx context.Context, c client.Client, k Kind, src *unstructured.Unstructured, remote map[string]any) (bool, error) {
-	shape := k.shape()
+	shape := k.Shape()
 	if !shape.Status {
 		return false, nil
 	}

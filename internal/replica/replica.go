@@ -25,6 +25,7 @@ import (
 
 	"github.com/clustershard/clustershard/api/v1alpha1"
 	"github.com/clustershard/clustershard/controllers/monitor"
+	"github.com/clustershard/clustershard/controllers/crdshape"
 	"github.com/clustershard/clustershard/controllers/remotecluster"
 	"github.com/clustershard/clustershard/controllers/replicate"
 	"github.com/clustershard/clustershard/controllers/replication"
@@ -199,6 +200,11 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (*Replica, error) {
 			return nil, fmt.Errorf("replicate %s: %w", k.GVK, err)
 		}
 	}
+	if len(o.Kinds) > 0 {
+		if err := (&crdshape.Reconciler{Client: mgr.GetClient(), Kinds: o.Kinds}).SetupWithManager(mgr); err != nil {
+			return nil, fmt.Errorf("crdshape: %w", err)
+		}
+	}
 	if err := mgr.Add(rp); err != nil {
 		return nil, err
 	}
@@ -267,9 +273,12 @@ func learnShapes(ctx context.Context, c client.Reader, kinds []replication.Kind,
 	out := make([]replication.Kind, 0, len(kinds))
 	for _, k := range kinds {
 		shape, err := replication.LearnShape(ctx, c, k)
-		if err != nil {
+		switch {
+		case err != nil:
 			log.Error(err, "Cannot learn the status shape of a replicated kind; assuming a status subresource", "kind", k.GVK.String())
-		} else {
+		case !shape.Status:
+			log.Error(nil, "Replicated kind: its remote status cannot be mirrored; sources show the outcome in annotation "+replication.OutcomeAnnotation+" only", "kind", k.GVK.String(), "status", shape.String())
+		default:
 			log.Info("Replicated kind", "kind", k.GVK.String(), "status", shape.String(), "conditionFields", shape.ConditionFields)
 		}
 		out = append(out, k.WithShape(shape))
