@@ -24,8 +24,8 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/clustershard/clustershard/api/v1alpha1"
-	"github.com/clustershard/clustershard/controllers/monitor"
 	"github.com/clustershard/clustershard/controllers/crdshape"
+	"github.com/clustershard/clustershard/controllers/monitor"
 	"github.com/clustershard/clustershard/controllers/remotecluster"
 	"github.com/clustershard/clustershard/controllers/replicate"
 	"github.com/clustershard/clustershard/controllers/replication"
