@@ -1,6 +1,7 @@
 package demo
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -69,6 +70,9 @@ type demo struct {
 	replicas map[int]*exec.Cmd
 	exited   map[int]chan struct{}
 	started  time.Time
+	// footer is printed under the table when the screen is redrawn, so
+	// the mirroring walk-through stays in view on a terminal.
+	footer string
 }
 
 // Run runs the demo until ctx ends, Ctrl-C, or Duration after the scenario.
@@ -143,6 +147,16 @@ func (d *demo) run(ctx context.Context) error {
 	if err := d.watch(ctx, func(r *status.Report) bool { return allReady(r, total) }); err != nil {
 		return err
 	}
+	first := "fleet-0-00"
+	if err := d.step("A PodChaos-shaped object (StrictChaos: no status subresource, like Chaos Mesh's kinds) copied to "+first+" and its remote status mirrored back", func() error {
+		var buf bytes.Buffer
+		out := d.out
+		d.out = io.MultiWriter(out, &buf)
+		defer func() { d.out, d.footer = out, "\n"+buf.String() }()
+		return d.showMirroring(ctx, first, "demo-"+first, 0)
+	}); err != nil {
+		return err
+	}
 	victim := 1
 	fmt.Fprintf(d.out, "==> Killing replica-%d with SIGKILL: its clusters move once its membership expires (%v)\n", victim, d.o.LeaseDuration)
 	killed := time.Now()
@@ -198,14 +212,16 @@ func replicaName(i int) string { return "replica-" + strconv.Itoa(i) }
 
 // watch prints the ownership view every Refresh until done holds.
 func (d *demo) watch(ctx context.Context, done func(*status.Report) bool) error {
-	kind, _ := replication.ParseKind(fleet.ExampleKind)
+	example, _ := replication.ParseKind(fleet.ExampleKind)
+	strict, _ := replication.ParseKind(StrictKind)
 	tty := isTerminal(d.out)
 	for {
-		r, err := status.Collect(ctx, d.c, Namespace, []replication.Kind{kind})
+		r, err := status.Collect(ctx, d.c, Namespace, []replication.Kind{example, strict})
 		if err == nil {
 			if tty {
 				fmt.Fprint(d.out, "\033[H\033[2J")
 				_ = r.WriteTable(d.out)
+				fmt.Fprint(d.out, d.footer)
 			} else {
 				fmt.Fprintf(d.out, "    [%5.1fs] unowned %d;", time.Since(d.started).Seconds(), r.Unowned)
 				for _, rep := range r.Replicas {
@@ -260,7 +276,7 @@ func (d *demo) startReplica(i int) error {
 	lease := d.o.LeaseDuration
 	cmd := exec.Command(self, "run",
 		"--kubeconfig", d.kcPath, "--namespace", Namespace, "--replica-id", replicaName(i),
-		"--replicate-kind", fleet.ExampleKind,
+		"--replicate-kind", fleet.ExampleKind, "--replicate-kind", StrictKind,
 		"--lease-duration", lease.String(), "--renew-deadline", (lease * 2 / 3).String(), "--retry-period", (lease / 6).String(),
 		"--probe-interval", "2s", "--shutdown-timeout", "20s",
 		"--metrics-bind-address", "0", "--health-probe-bind-address", "0")
