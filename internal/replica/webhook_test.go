@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"reflect"
@@ -285,9 +286,16 @@ func TestRemoteWebhookRefusesSpecChanges(t *testing.T) {
 	recreateKind := strictKind
 	recreateKind.Update = replication.UpdateRecreate
 	startReplicaWith(t, "hook-recreate", func(o *replica.Options) { o.Kinds = []replication.Kind{recreateKind} })
+	var last string
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("last seen: %s", last)
+		}
+	})
 	eventually(t, 60*time.Second, "the copy re-created with the new spec by Recreate", func() bool {
 		cp := strictCopy(t, ns, src.Name)
 		_, o, _ := strictOutcome(t, ns, src.Name)
+		last = fmt.Sprintf("outcome %+v; copy %+v", o, cp)
 		return cp != nil && cp.UID != before.UID && cp.Spec.Duration == "120s" &&
 			o.Reason == replicate.ReasonSynced && o.SpecHash == hash && strings.Contains(o.Message, "update strategy Recreate, the spec changed")
 	})
