@@ -41,6 +41,9 @@ const (
 	// failurePolicy Fail cannot be called (say chaos-controller-manager is
 	// down), so every write of the copy is refused until it is back.
 	ReasonWebhookUnavailable = "WebhookUnavailable"
+	// ReasonCopyLeftBehind: a source moved away from a cluster whose
+	// RemoteCluster no longer exists; its copy there could not be removed.
+	ReasonCopyLeftBehind = "CopyLeftBehind"
 	// ReasonRecreating: the old copy is deleted so that one with the new
 	// spec can be created (update strategy Recreate, or Auto after the
 	// remote refused the change).
@@ -121,9 +124,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	cluster := r.Kind.Cluster(src)
 	previous := src.GetAnnotations()[replication.ReplicatedToAnnotation]
+	moved := previous != "" && previous != cluster
 	target := cluster
-	if target == "" {
-		target = previous // the field was cleared: clean up the copy
+	if moved {
+		// The field was cleared or names another cluster: the copy lives in
+		// the previous one, whose owner removes it before the new cluster's
+		// owner makes a copy (it waits for the annotation to go).
+		target = previous
 	}
 	if target == "" {
 		r.forget(req.String())
@@ -133,7 +140,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		r.forget(req.String()) // its owner reports it
 		return r.unowned(ctx, src, target)
 	}
-	if !src.GetDeletionTimestamp().IsZero() || cluster == "" || (previous != "" && previous != cluster) {
+	if !src.GetDeletionTimestamp().IsZero() || moved {
 		// The copy must go: the source is deleted, or now names another cluster.
 		r.track(src, metrics.StateDeleting)
 		return r.removeCopy(ctx, src, target, cluster)
@@ -255,6 +262,22 @@ func (r *Reconciler) unowned(ctx context.Context, src *unstructured.Unstructured
 	if !src.GetDeletionTimestamp().IsZero() && controllerutil.ContainsFinalizer(src, replication.Finalizer) &&
 		src.GetAnnotations()[replication.ReleaseAnnotation] == "true" {
 		return ctrl.Result{}, r.dropFinalizer(ctx, src)
+	}
+	if now := r.Kind.Cluster(src); src.GetDeletionTimestamp().IsZero() && src.GetAnnotations()[replication.ReplicatedToAnnotation] == cluster && now != cluster {
+		// Moved away from a cluster that is no longer managed: its copy
+		// cannot be removed, so the source is let go to its new cluster
+		// (or made local), saying what was left behind.
+		msg := fmt.Sprintf("RemoteCluster %q no longer exists: a copy left in it cannot be removed", cluster)
+		r.event(src, corev1.EventTypeWarning, ReasonCopyLeftBehind, msg)
+		log.FromContext(ctx).Info("Source moved away from a cluster that no longer exists", "previous", cluster, "now", now)
+		if now == "" {
+			return ctrl.Result{}, r.dropFinalizer(ctx, src)
+		}
+		before := src.DeepCopy()
+		ann := src.GetAnnotations()
+		delete(ann, replication.ReplicatedToAnnotation)
+		src.SetAnnotations(ann)
+		return ctrl.Result{}, client.IgnoreNotFound(r.Client.Patch(ctx, src, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})))
 	}
 	r.failed(src, metrics.StateClusterNotFound, ReasonClusterNotFound)
 	msg := fmt.Sprintf("RemoteCluster %q does not exist; create it, fix spec, or set annotation %s=true to release a deleted source", cluster, replication.ReleaseAnnotation)

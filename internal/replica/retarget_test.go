@@ -1,14 +1,18 @@
 package replica_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	examplev1alpha1 "github.com/clustershard/clustershard/api/example/v1alpha1"
+	"github.com/clustershard/clustershard/api/v1alpha1"
+	"github.com/clustershard/clustershard/controllers/replicate"
 	"github.com/clustershard/clustershard/controllers/replication"
 	"github.com/clustershard/clustershard/internal/replica"
 )
@@ -65,6 +69,66 @@ func TestRetargetRemovesTheOldCopy(t *testing.T) {
 		_, e1 := strictCopyIn(t, 1, "move-ns", "wanderer")
 		return apierrors.IsNotFound(env.Client.Get(ctx, client.ObjectKeyFromObject(src), &examplev1alpha1.StrictChaos{})) &&
 			apierrors.IsNotFound(e0) && apierrors.IsNotFound(e1)
+	})
+}
+
+// A source moved away from a cluster whose RemoteCluster was deleted meanwhile
+// goes to its new cluster; the copy left behind is named in an event.
+func TestRetargetFromADeletedCluster(t *testing.T) {
+	ctx := t.Context()
+	startReplicaWith(t, "mover-2", func(o *replica.Options) { o.Kinds = []replication.Kind{strictKind} })
+	remoteCluster(t, "gone-from", 0)
+	remoteCluster(t, "gone-to", 1)
+	waitReady(t, "gone-from", 60*time.Second)
+	waitReady(t, "gone-to", 60*time.Second)
+	ensureNamespace(t, env.Client, "gone-ns")
+	src := &examplev1alpha1.StrictChaos{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "gone-ns", Name: "stranded"},
+		Spec:       examplev1alpha1.StrictChaosSpec{RemoteCluster: "gone-from", Action: "pod-kill"},
+	}
+	if err := env.Client.Create(ctx, src); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the copy in gone-from", func() bool {
+		_, err := strictCopyIn(t, 0, "gone-ns", "stranded")
+		return err == nil
+	})
+	deleteCluster(t, "gone-from")
+	eventually(t, 60*time.Second, "gone-from deleted", func() bool {
+		return apierrors.IsNotFound(env.Client.Get(ctx, client.ObjectKey{Name: "gone-from"}, &v1alpha1.RemoteCluster{}))
+	})
+	settled(t, src)
+	src.Spec.RemoteCluster = "gone-to"
+	if err := env.Client.Update(ctx, src); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the copy in gone-to and Synced", func() bool {
+		_, err := strictCopyIn(t, 1, "gone-ns", "stranded")
+		_, o, _ := strictOutcome(t, "gone-ns", "stranded")
+		return err == nil && o.Reason == replicate.ReasonSynced && strings.Contains(o.Message, "gone-to")
+	})
+	eventually(t, 10*time.Second, "a CopyLeftBehind event", func() bool {
+		var list eventsv1.EventList
+		if err := env.Client.List(ctx, &list, client.InNamespace("gone-ns")); err != nil {
+			return false
+		}
+		for _, e := range list.Items {
+			if e.Regarding.Name == "stranded" && e.Reason == replicate.ReasonCopyLeftBehind && strings.Contains(e.Note, "gone-from") {
+				return true
+			}
+		}
+		return false
+	})
+	// What was left behind is the user's: clean it up for the next tests.
+	if cp, err := strictCopyIn(t, 0, "gone-ns", "stranded"); err == nil {
+		_ = env.RemoteClients[0].Delete(ctx, cp)
+	}
+	if err := env.Client.Delete(ctx, src); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "source gone", func() bool {
+		_, err := strictCopyIn(t, 1, "gone-ns", "stranded")
+		return apierrors.IsNotFound(env.Client.Get(ctx, client.ObjectKeyFromObject(src), &examplev1alpha1.StrictChaos{})) && apierrors.IsNotFound(err)
 	})
 }
 
