@@ -24,6 +24,10 @@ const (
 	ClusterNameTag = "cluster-name"
 	// ManageClientTag is the fx name of the management cluster's client.Client.
 	ManageClientTag = "manage-client"
+	// ManageReaderTag is the fx name of a client.Reader that reads the
+	// management cluster from its API server, not a cache: how a remote
+	// module confirms that a source is gone before it deletes anything.
+	ManageReaderTag = "manage-reader"
 )
 
 // newApp assembles the fx app of one entry: the values every remote module
@@ -32,6 +36,10 @@ func (r *Registry) newApp(e *entry) *fx.App {
 	// The management client handed to remote modules passes the same gate and
 	// fence: writes made on behalf of a cluster stop with its ownership.
 	manageClient := e.gate.guard(r.opts.ManageClient)
+	var manageReader client.Reader = r.opts.ManageClient
+	if r.opts.ManageReader != nil {
+		manageReader = r.opts.ManageReader
+	}
 	return fx.New(
 		fx.WithLogger(func() fxevent.Logger { return newFxLogger(e.log) }),
 		fx.StartTimeout(r.opts.StartTimeout),
@@ -40,6 +48,7 @@ func (r *Registry) newApp(e *entry) *fx.App {
 			fx.Provide(
 				fx.Annotate(func() string { return e.name }, fx.ResultTags(`name:"`+ClusterNameTag+`"`)),
 				fx.Annotate(func() client.Client { return manageClient }, fx.ResultTags(`name:"`+ManageClientTag+`"`)),
+				fx.Annotate(func() client.Reader { return manageReader }, fx.ResultTags(`name:"`+ManageReaderTag+`"`)),
 				fx.Annotate(e.newManager, fx.ParamTags(``, ``, `name:"`+ClusterNameTag+`"`)),
 				func(mgr manager.Manager) client.Client { return mgr.GetClient() },
 				func() Naming { return Naming{cluster: e.name, shared: r.opts.SharedControllerNames} },

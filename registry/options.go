@@ -25,6 +25,10 @@ type Options struct {
 	// ManageClient is the management cluster's client, given to remote
 	// modules as the client.Client named "manage-client".
 	ManageClient client.Client
+	// ManageReader reads the management cluster from its API server (say
+	// the manager's APIReader), given to remote modules as the client.Reader
+	// named "manage-reader"; ManageClient when nil.
+	ManageReader client.Reader
 	// Scheme is the scheme of the remote managers and clients.
 	Scheme *runtime.Scheme
 	// RemoteModules are added to every remote fx app: this is how remote

@@ -26,6 +26,7 @@ type Params struct {
 	Manager     manager.Manager
 	Remote      client.Client
 	Manage      client.Client `name:"manage-client"`
+	Fresh       client.Reader `name:"manage-reader"`
 	ClusterName string        `name:"cluster-name"`
 	Naming      registry.Naming
 }
@@ -39,7 +40,7 @@ func Module(kinds []replication.Kind, identity string) fx.Option {
 				l := o.GetLabels()
 				return l[replication.ControlledByLabel] == replication.ControlledByValue && l[replication.ClusterLabel] == p.ClusterName
 			})
-			r := &Reconciler{Kind: k, Remote: p.Remote, Manage: p.Manage, Cluster: p.ClusterName, Identity: identity}
+			r := &Reconciler{Kind: k, Remote: p.Remote, Manage: p.Manage, Fresh: p.Fresh, Cluster: p.ClusterName, Identity: identity}
 			err := ctrl.NewControllerManagedBy(p.Manager).
 				Named(p.Naming.Controller("monitor-"+strings.ToLower(k.GVK.Kind))).
 				For(k.New(), builder.WithPredicates(ours)).
@@ -58,6 +59,10 @@ type Reconciler struct {
 	Kind replication.Kind
 	// Remote is the remote cluster's client; Manage the management cluster's.
 	Remote, Manage client.Client
+	// Fresh reads the management cluster from its API server; it confirms
+	// that a source is gone before its copy is deleted (Manage's cache may
+	// lag). Manage when nil.
+	Fresh client.Reader
 	// Cluster is the remote cluster's name.
 	Cluster string
 	// Identity is this replica's name.
@@ -85,9 +90,20 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		return ctrl.Result{}, nil
 	}
-	if apierrors.IsNotFound(srcErr) || (srcErr == nil && r.Kind.Cluster(src) != r.Cluster && src.GetAnnotations()[replication.ReplicatedToAnnotation] != r.Cluster) {
-		// The source is gone (or was never this cluster's): an orphan.
-		return ctrl.Result{}, client.IgnoreNotFound(r.Remote.Delete(ctx, cp))
+	if r.orphan(src, srcErr) {
+		// The cache says the source is gone (or not this cluster's): confirm
+		// with the API server, which a lagging cache must not overrule.
+		fresh := r.Kind.New()
+		srcErr = r.fresh().Get(ctx, req.NamespacedName, fresh)
+		if srcErr != nil && !apierrors.IsNotFound(srcErr) {
+			return ctrl.Result{}, srcErr
+		}
+		if r.orphan(fresh, srcErr) {
+			uid := cp.GetUID()
+			return ctrl.Result{}, client.IgnoreNotFound(r.Remote.Delete(ctx, cp, client.Preconditions{UID: &uid}))
+		}
+		src = fresh
+		srcLives = src.GetDeletionTimestamp().IsZero() && r.Kind.Cluster(src) == r.Cluster
 	}
 	if !srcLives {
 		return ctrl.Result{}, nil // the source is being deleted: replicate removes the copy
@@ -104,4 +120,21 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, fmt.Errorf("mirror the status of the copy in %q to its source (%s): %w", r.Cluster, r.Kind.Shape(), err)
 	}
 	return ctrl.Result{}, nil
+}
+
+// orphan tells whether a copy's source, as read (err from the read), is gone
+// or belongs to no copy in this cluster.
+func (r *Reconciler) orphan(src client.Object, err error) bool {
+	if apierrors.IsNotFound(err) {
+		return true
+	}
+	u, ok := src.(*unstructured.Unstructured)
+	return err == nil && ok && r.Kind.Cluster(u) != r.Cluster && u.GetAnnotations()[replication.ReplicatedToAnnotation] != r.Cluster
+}
+
+func (r *Reconciler) fresh() client.Reader {
+	if r.Fresh != nil {
+		return r.Fresh
+	}
+	return r.Manage
 }

@@ -66,13 +66,25 @@ func TestMonitorKeepsCopyWhenCacheLags(t *testing.T) {
 		_ = env.RemoteClients[0].Delete(ctx, cp)
 		_ = env.Client.Delete(ctx, src)
 	})
-	r := &monitor.Reconciler{Kind: exampleKind, Remote: env.RemoteClients[0], Manage: laggingClient(t), Cluster: cluster, Identity: "lagging"}
+	// Fresh is what replicas give the monitor: a reader of the API server.
+	r := &monitor.Reconciler{Kind: exampleKind, Remote: env.RemoteClients[0], Manage: laggingClient(t), Fresh: env.Client, Cluster: cluster, Identity: "lagging"}
 	if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(src)}); err != nil {
 		t.Logf("reconcile: %v", err)
 	}
 	time.Sleep(200 * time.Millisecond) // a deletion is synchronous; this only lets a buggy one land
 	if err := env.RemoteClients[0].Get(ctx, client.ObjectKeyFromObject(cp), &examplev1alpha1.ExampleChaos{}); err != nil {
 		t.Fatalf("the copy of a live source was deleted because the cache did not show the source: %v", err)
+	}
+
+	// Once the source is really gone, the copy is an orphan and goes.
+	if err := env.Client.Delete(ctx, src); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(src)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.RemoteClients[0].Get(ctx, client.ObjectKeyFromObject(cp), &examplev1alpha1.ExampleChaos{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("the orphan copy was not deleted: %v", err)
 	}
 }
 

@@ -155,6 +155,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (*Replica, error) {
 	// failed manager to the controllers while the hand-over runs.
 	rp.Registry, err = registry.New(context.WithoutCancel(ctx), registry.Options{
 		ManageClient:          mgr.GetClient(),
+		ManageReader:          mgr.GetAPIReader(),
 		Scheme:                o.Scheme,
 		RemoteModules:         append([]fx.Option{monitor.Module(o.Kinds, o.Identity)}, o.RemoteModules...),
 		Logger:                o.Logger.WithName("registry"),
