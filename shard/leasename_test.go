@@ -3,6 +3,7 @@ package shard_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
@@ -43,5 +44,20 @@ func TestOptionsAreValidated(t *testing.T) {
 	_, err := shard.New(shard.Options{Identity: strings.Repeat("x", 64), Namespace: "n"})
 	if err == nil || !strings.Contains(err.Error(), "longer than 63") {
 		t.Fatalf("too-long identity: %v", err)
+	}
+	// Timings client-go's elector refuses (renew deadline not above 1.2 x
+	// the retry period): accepted, the replica would run and never join.
+	_, err = shard.New(shard.Options{Identity: "a", Namespace: "n", LeaseDuration: 15 * time.Second, RenewDeadline: 2200 * time.Millisecond, RetryPeriod: 2 * time.Second})
+	if err == nil || !strings.Contains(err.Error(), "1.2") {
+		t.Fatalf("renew deadline 2.2s with retry period 2s: %v", err)
+	}
+	// No margin between the end of the fence and the others' expiry.
+	_, err = shard.New(shard.Options{Identity: "a", Namespace: "n", LeaseDuration: 10 * time.Second, RenewDeadline: 9900 * time.Millisecond, RetryPeriod: time.Second})
+	if err == nil || !strings.Contains(err.Error(), "margin") {
+		t.Fatalf("lease duration 10s with renew deadline 9.9s: %v", err)
+	}
+	_, err = shard.New(shard.Options{Identity: "a", Namespace: "n", RetryPeriod: -time.Second})
+	if err == nil || !strings.Contains(err.Error(), "retry period") {
+		t.Fatalf("negative retry period: %v", err)
 	}
 }
