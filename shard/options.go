@@ -7,6 +7,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/leaderelection"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -90,11 +91,31 @@ func (o *Options) defaults() error {
 	if o.MovesPerSecond == 0 {
 		o.MovesPerSecond = 10
 	}
-	if o.LeaseDuration <= o.RenewDeadline {
-		errs = append(errs, fmt.Errorf("lease duration %v must be greater than renew deadline %v", o.LeaseDuration, o.RenewDeadline))
+	if err := ValidateTiming(o.LeaseDuration, o.RenewDeadline, o.RetryPeriod); err != nil {
+		errs = append(errs, err)
 	}
-	if o.RenewDeadline <= o.RetryPeriod {
-		errs = append(errs, fmt.Errorf("renew deadline %v must be greater than retry period %v", o.RenewDeadline, o.RetryPeriod))
+	return errors.Join(errs...)
+}
+
+// ValidateTiming checks the membership timings: what client-go's elector
+// requires (lease duration > renew deadline > 1.2 x retry period > 0;
+// otherwise it refuses to run and the replica would never join), and a
+// margin of at least one retry period between the renew deadline, where a
+// replica's fence ends, and the lease duration, after which others take its
+// clusters: the margin absorbs the time between a renewal and its
+// observation and the drift of clock rates.
+func ValidateTiming(lease, renew, retry time.Duration) error {
+	var errs []error
+	if retry <= 0 {
+		errs = append(errs, fmt.Errorf("retry period %v must be positive", retry))
+	}
+	if renew <= time.Duration(leaderelection.JitterFactor*float64(retry)) {
+		errs = append(errs, fmt.Errorf("renew deadline %v must be greater than %.1f x the retry period %v (client-go's elector refuses it otherwise)", renew, leaderelection.JitterFactor, retry))
+	}
+	if lease <= renew {
+		errs = append(errs, fmt.Errorf("lease duration %v must be greater than renew deadline %v", lease, renew))
+	} else if lease-renew < retry {
+		errs = append(errs, fmt.Errorf("lease duration %v leaves a margin of %v over the renew deadline %v; it must be at least the retry period %v", lease, lease-renew, renew, retry))
 	}
 	return errors.Join(errs...)
 }

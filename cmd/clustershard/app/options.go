@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/clustershard/clustershard/controllers/replication"
+	"github.com/clustershard/clustershard/shard"
 )
 
 // ExampleKind is the example replicated kind used by the demo and the tests.
@@ -120,8 +121,8 @@ func (o *options) validateRun() error {
 	if len(o.replicaID) > 63 {
 		errs = append(errs, fmt.Errorf("--replica-id %q is longer than 63 characters", o.replicaID))
 	}
-	if o.leaseDuration <= o.renewDeadline || o.renewDeadline <= o.retryPeriod || o.retryPeriod <= 0 {
-		errs = append(errs, fmt.Errorf("need --lease-duration (%v) > --renew-deadline (%v) > --retry-period (%v) > 0", o.leaseDuration, o.renewDeadline, o.retryPeriod))
+	if err := shard.ValidateTiming(o.leaseDuration, o.renewDeadline, o.retryPeriod); err != nil {
+		errs = append(errs, fmt.Errorf("--lease-duration %v, --renew-deadline %v, --retry-period %v: %w", o.leaseDuration, o.renewDeadline, o.retryPeriod, err))
 	}
 	if o.ringLoadFactor != 0 && o.ringLoadFactor <= 1 {
 		errs = append(errs, fmt.Errorf("--ring-load-factor %v must be 0 or greater than 1", o.ringLoadFactor))
