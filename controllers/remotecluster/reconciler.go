@@ -57,6 +57,9 @@ const (
 	// ReasonCRDKept: cleanupPolicy Delete kept a CRD clustershard created
 	// because it holds objects clustershard did not create.
 	ReasonCRDKept = "CRDKept"
+	// ReasonCleanupAbandoned: cleanupPolicy Delete could not clean up within
+	// CleanupTimeout; the RemoteCluster was let go without it.
+	ReasonCleanupAbandoned = "CleanupAbandoned"
 )
 
 // Ownership is what the controller needs from the shard coordinator.
@@ -93,6 +96,12 @@ type Reconciler struct {
 	ProbeTimeout time.Duration
 	// Resync re-reconciles owned clusters periodically (default 1m).
 	Resync time.Duration
+	// CleanupTimeout bounds how long a deleted RemoteCluster with
+	// cleanupPolicy Delete retries its remote cleanup (say its kubeconfig
+	// Secret was deleted first, or the cluster is gone): past it the
+	// RemoteCluster is let go without it, naming what was left behind
+	// (default 5m).
+	CleanupTimeout time.Duration
 	// Workers is how many clusters reconcile at once (DefaultWorkers if 0).
 	Workers int
 	// Charts fetches and caches the charts of spec.install.helm.

@@ -1,9 +1,12 @@
 package replica_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -16,6 +19,8 @@ import (
 	"github.com/clustershard/clustershard/controllers/remotecluster"
 	"github.com/clustershard/clustershard/controllers/replicate"
 	"github.com/clustershard/clustershard/controllers/replication"
+	"github.com/clustershard/clustershard/internal/replica"
+	"github.com/clustershard/clustershard/internal/testenv"
 )
 
 // Deleting a RemoteCluster with cleanupPolicy Delete stops its manager,
@@ -130,5 +135,45 @@ func TestReleaseAnnotation(t *testing.T) {
 	}
 	eventually(t, 30*time.Second, "released source gone", func() bool {
 		return apierrors.IsNotFound(env.Client.Get(ctx, key, &examplev1alpha1.ExampleChaos{}))
+	})
+}
+
+// A RemoteCluster with cleanupPolicy Delete whose kubeconfig Secret was
+// deleted first cannot be cleaned up: it is let go after CleanupTimeout,
+// with a Warning event naming what was left in the remote cluster.
+func TestCleanupWithoutKubeconfigFinishes(t *testing.T) {
+	ctx := t.Context()
+	startReplicaWith(t, "cleanup-bound", func(o *replica.Options) { o.CleanupTimeout = 3 * time.Second })
+	rc := remoteCluster(t, "secretless", 1)
+	waitReady(t, "secretless", 60*time.Second)
+	if err := env.Client.Get(ctx, client.ObjectKey{Name: "secretless"}, rc); err != nil {
+		t.Fatal(err)
+	}
+	rc.Spec.Install.CleanupPolicy = v1alpha1.CleanupDelete
+	if err := env.Client.Update(ctx, rc); err != nil {
+		t.Fatal(err)
+	}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: testenv.ControllerNamespace, Name: "secretless-kubeconfig"}}
+	if err := env.Client.Delete(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Delete(ctx, rc); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the RemoteCluster gone without its cleanup", func() bool {
+		return apierrors.IsNotFound(env.Client.Get(ctx, client.ObjectKey{Name: "secretless"}, &v1alpha1.RemoteCluster{}))
+	})
+	eventually(t, 10*time.Second, "a CleanupAbandoned event naming what was left behind", func() bool {
+		var list eventsv1.EventList
+		if err := env.Client.List(ctx, &list); err != nil {
+			return false
+		}
+		for _, e := range list.Items {
+			if e.Regarding.Name == "secretless" && e.Reason == remotecluster.ReasonCleanupAbandoned && strings.Contains(e.Note, "installed-by-secretless") {
+				t.Logf("event: %s", e.Note)
+				return true
+			}
+		}
+		return false
 	})
 }

@@ -70,6 +70,9 @@ type Options struct {
 	// Resync re-reconciles each owned RemoteCluster this often (default
 	// 1m); it is also the period of the Helm release's check.
 	Resync time.Duration
+	// CleanupTimeout bounds the remote cleanup of a deleted RemoteCluster
+	// (cleanupPolicy Delete); default 5m.
+	CleanupTimeout time.Duration
 	// Charts configures the cache of spec.install.helm charts (its Log is
 	// filled in).
 	Charts helmrelease.Options
@@ -187,7 +190,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (*Replica, error) {
 		Client: mgr.GetClient(), Scheme: o.Scheme, Registry: rp.Registry, Ownership: rp.Coordinator,
 		Identity: o.Identity, Recorder: mgr.GetEventRecorder("clustershard-remotecluster"),
 		KubeConfig: o.KubeConfig, Kinds: o.Kinds, ProbeTimeout: o.ProbeTimeout,
-		Charts: rp.charts, Enqueue: rp.notifier.Notify, Resync: o.Resync,
+		Charts: rp.charts, Enqueue: rp.notifier.Notify, Resync: o.Resync, CleanupTimeout: o.CleanupTimeout,
 	}
 	if err := rec.SetupWithManager(ctx, mgr, rp.notifier.Subscribe()); err != nil {
 		return nil, err
