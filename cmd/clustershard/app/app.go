@@ -134,7 +134,7 @@ func (o *options) run(ctx context.Context) error {
 		},
 		ProbeInterval: o.probeInterval, ProbeTimeout: o.probeTimeout, ProbeFailureThreshold: o.probeFailures,
 		MetricsBindAddress: o.metricsAddr, HealthProbeBindAddress: o.probeAddr, PerClusterMetrics: o.perCluster,
-		ShutdownTimeout: o.shutdownTimeout, Logger: log,
+		ShutdownTimeout: o.shutdownTimeout, CleanupTimeout: o.cleanupTimeout, Logger: log,
 		Charts: helmrelease.Options{Dir: o.chartDir, Timeout: o.chartTimeout},
 	})
 	if err != nil {

@@ -29,6 +29,7 @@ type options struct {
 	retryPeriod     time.Duration
 	shutdownTimeout time.Duration
 	stopTimeout     time.Duration
+	cleanupTimeout  time.Duration
 	catchUpTimeout  time.Duration
 	movesPerSecond  float64
 	ringVNodes      int
@@ -72,6 +73,7 @@ func (o *options) addRun(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.retryPeriod, "retry-period", 2*time.Second, "Membership renew period.")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "Bound of the hand-over on SIGTERM; keep it below terminationGracePeriodSeconds.")
 	fs.DurationVar(&o.stopTimeout, "stop-timeout", 10*time.Second, "Bound of one remote manager's stop on hand-over.")
+	fs.DurationVar(&o.cleanupTimeout, "cleanup-timeout", 5*time.Minute, "How long a deleted RemoteCluster with cleanupPolicy Delete retries its remote cleanup before it is let go without it (a CleanupAbandoned event names what was left).")
 	fs.Float64Var(&o.movesPerSecond, "moves-per-second", 10, "Rate limit of hand-overs while rebalancing.")
 	fs.DurationVar(&o.catchUpTimeout, "catch-up-timeout", 0, "How long a joining replica stays not ready until it holds every cluster the ring assigns to it, so a rollout waits for it (0: twice --lease-duration).")
 	fs.IntVar(&o.ringVNodes, "ring-vnodes", 256, "Virtual nodes per replica on the ring.")
@@ -130,7 +132,7 @@ func (o *options) validateRun() error {
 	if o.ringVNodes <= 0 || o.movesPerSecond <= 0 || o.clientQPS <= 0 || o.clientBurst <= 0 || o.probeFailures <= 0 {
 		errs = append(errs, errors.New("--ring-vnodes, --moves-per-second, --remote-qps, --remote-burst and --probe-failures must be positive"))
 	}
-	if o.probeInterval <= 0 || o.probeTimeout <= 0 || o.stopTimeout <= 0 || o.shutdownTimeout <= 0 || o.remoteTimeout <= 0 || o.chartTimeout <= 0 {
+	if o.probeInterval <= 0 || o.probeTimeout <= 0 || o.stopTimeout <= 0 || o.cleanupTimeout <= 0 || o.shutdownTimeout <= 0 || o.remoteTimeout <= 0 || o.chartTimeout <= 0 {
 		errs = append(errs, errors.New("durations must be positive"))
 	}
 	if o.catchUpTimeout < 0 {
