@@ -55,11 +55,22 @@ func namespace(t *testing.T, prefix string) string {
 
 func startInstance(t *testing.T, ns, name string, clusters []string, h shard.Handler) *instance {
 	t.Helper()
+	return startInstanceWith(t, ns, name, clusters, h, nil)
+}
+
+// startInstanceWith is startInstance with the coordinator's client passed
+// through wrap (say an interceptor that fails some writes).
+func startInstanceWith(t *testing.T, ns, name string, clusters []string, h shard.Handler, wrap func(client.WithWatch) client.WithWatch) *instance {
+	t.Helper()
 	cfg := *env.Management.Config
 	cfg.QPS, cfg.Burst = 200, 400
-	cl, err := client.New(&cfg, client.Options{Scheme: env.Scheme})
+	var cl client.WithWatch
+	cl, err := client.NewWithWatch(&cfg, client.Options{Scheme: env.Scheme})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if wrap != nil {
+		cl = wrap(cl)
 	}
 	kube, err := kubernetes.NewForConfig(&cfg)
 	if err != nil {
