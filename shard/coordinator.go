@@ -66,6 +66,28 @@ type Coordinator struct {
 	ready    atomic.Bool // a first pass was made
 	caughtUp atomic.Bool // every assigned cluster acquired once (or CatchUpTimeout passed)
 	crashed  atomic.Bool // test hook: behave as a dead process
+	// notStopped are clusters whose manager's stop timed out when they were
+	// lost: their Lease is marked abandoned, never released (sweep).
+	notStopped map[string]bool
+}
+
+// stopped records whether the stop of a cluster's manager ended in time.
+func (c *Coordinator) stopped(name string, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err != nil {
+		c.notStopped[name] = true
+	} else {
+		delete(c.notStopped, name)
+	}
+}
+
+// unstopped tells whether a cluster's manager did not stop in time when it
+// was last lost.
+func (c *Coordinator) unstopped(name string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.notStopped[name]
 }
 
 // New returns a Coordinator; Run starts it.
@@ -79,8 +101,8 @@ func New(o Options) (*Coordinator, error) {
 		obs:      newObserver(o.LeaseDuration),
 		limit:    rate.NewLimiter(rate.Limit(o.MovesPerSecond), max(1, int(o.MovesPerSecond))),
 		kick:     make(chan struct{}, 1),
-		clusters: map[string]*cluster{},
-		wanted:   map[string]time.Time{},
+		clusters: map[string]*cluster{}, notStopped: map[string]bool{},
+		wanted: map[string]time.Time{},
 	}
 	c.member = &membership{o: &c.o, onLapse: c.Kick, writes: func(verb string) { c.countWrite(verb, "membership") }}
 	c.o.Logger = c.log
@@ -387,6 +409,7 @@ func (c *Coordinator) step(ctx context.Context) {
 			c.handOver(ctx, n, !exists[n])
 		}
 	}
+	c.sweep(ctx, leases, assign, exists, valid && !selfLeaving)
 	if !valid || selfLeaving || time.Since(c.joined()) < c.o.RetryPeriod {
 		// Take nothing in the first retry period of membership: replicas
 		// starting together see each other first instead of one of them
@@ -460,8 +483,8 @@ func (c *Coordinator) unowned(names []string, leases map[string]*coordinationv1.
 		case h == "":
 			n++
 		case h == c.o.Identity:
-			if !selfValid {
-				n++
+			if !selfValid || c.untracked(name) {
+				n++ // fenced, or a Lease naming us that we do not run
 			}
 		case !live[h] || !c.obs.changedWithin(MemberLeaseName(h), now, c.o.RenewDeadline):
 			n++
@@ -671,7 +694,9 @@ func (c *Coordinator) lose(ctx context.Context, name, reason string) {
 	go func() {
 		st.ops.Lock()
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.o.StopTimeout)
-		if err := c.o.Handler.Lost(sctx, name); err != nil {
+		err := c.o.Handler.Lost(sctx, name)
+		c.stopped(name, err)
+		if err != nil {
 			c.log.Error(err, "Remote manager did not stop in time", "cluster", name)
 		}
 		cancel()
@@ -701,6 +726,7 @@ func (c *Coordinator) handOver(ctx context.Context, name string, deleted bool) <
 		st.ops.Lock()
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.o.StopTimeout)
 		err := c.o.Handler.Lost(sctx, name)
+		c.stopped(name, err)
 		cancel()
 		st.ops.Unlock()
 		c.o.journal(time.Now(), JournalStopped, name)

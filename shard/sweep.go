@@ -1,0 +1,68 @@
+package shard
+
+import (
+	"context"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/clustershard/clustershard/internal/metrics"
+)
+
+// untracked tells whether this replica runs nothing for a cluster: no entry,
+// or one that is free. An entry being released or lost is still in hand.
+func (c *Coordinator) untracked(name string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := c.clusters[name]
+	return st == nil || st.phase == phaseFree
+}
+
+// sweep frees the cluster Leases that name this replica although it runs
+// nothing for them: a release write that failed, an acquisition that
+// committed but was not recorded, a loss by lapsed membership followed by a
+// ring change, a previous life under the same name. Other replicas see a
+// live holder there and would wait for ever. Clusters the ring assigns here
+// are left to the acquisition; the others are released, or marked abandoned
+// when the manager's stop timed out (others then take them after a lease
+// duration unchanged). Each write is conditional on the version listed, so a
+// Lease someone took meanwhile is never touched.
+func (c *Coordinator) sweep(ctx context.Context, leases map[string]*coordinationv1.Lease, assign map[string]string, exists map[string]bool, selfValid bool) {
+	for _, l := range leases {
+		name := l.Annotations[ClusterAnnotation]
+		if name == "" || holderOf(l) != c.o.Identity || l.Annotations[AbandonedAnnotation] == "true" || !c.untracked(name) {
+			continue
+		}
+		if selfValid && exists[name] && assign[name] == c.o.Identity {
+			continue // acquired again by this pass's rule 1
+		}
+		wctx, cancel := context.WithTimeout(ctx, c.o.RenewDeadline)
+		l = l.DeepCopy()
+		abandon := c.unstopped(name)
+		if abandon {
+			if l.Annotations == nil {
+				l.Annotations = map[string]string{}
+			}
+			l.Annotations[AbandonedAnnotation] = "true"
+		} else {
+			l.Spec.HolderIdentity = ptr.To("")
+			l.Spec.RenewTime = ptr.To(metav1.NewMicroTime(time.Now()))
+		}
+		err := c.o.Client.Update(wctx, l) // on the listed version: never a Lease taken since
+		cancel()
+		c.countWrite("update", "cluster")
+		if err != nil {
+			c.log.Error(err, "Cannot free a cluster Lease that names this replica but that it does not run; retrying next pass", "cluster", name)
+			continue
+		}
+		c.log.Info("Freed a cluster Lease that named this replica but that it did not run", "cluster", name, "abandoned", abandon)
+		if abandon {
+			metrics.LeaseTransitions.WithLabelValues(metrics.LeaseAbandoned).Inc()
+		} else {
+			c.o.journal(time.Now(), JournalReleased, name)
+			metrics.LeaseTransitions.WithLabelValues(metrics.LeaseReleased).Inc()
+		}
+	}
+}
