@@ -46,10 +46,14 @@ func (m *membership) valid() (time.Time, uint64, bool) {
 	return m.validUntil, m.epoch, time.Now().Before(m.validUntil)
 }
 
-// renewed records a successful renewal sent at sent.
+// renewed records a successful renewal sent at sent, now that its answer
+// came. The lapse is judged at answer time: a renewal sent in time but
+// answered after validity ended still starts a new epoch, because between
+// the end of validity and the answer others may have judged this replica
+// expired (and ownership taken before must stay void).
 func (m *membership) renewed(sent time.Time) {
 	m.mu.Lock()
-	lapsed := !m.validUntil.IsZero() && sent.After(m.validUntil)
+	lapsed := !m.validUntil.IsZero() && time.Now().After(m.validUntil)
 	if lapsed || m.validUntil.IsZero() {
 		m.epoch++
 		m.since = sent
