@@ -40,11 +40,18 @@ func (r *Registry) newApp(e *entry) *fx.App {
 	if r.opts.ManageReader != nil {
 		manageReader = r.opts.ManageReader
 	}
+	// The *rest.Config modules get, and the manager is built from (its
+	// event recorder, its HTTP client), fences writes at the transport, so a
+	// module that builds its own client writes nothing unowned either.
+	cfg := e.cfg
+	if r.opts.Fence != nil {
+		cfg = FencedConfig(e.cfg, e.name, r.opts.Fence)
+	}
 	return fx.New(
 		fx.WithLogger(func() fxevent.Logger { return newFxLogger(e.log) }),
 		fx.StartTimeout(r.opts.StartTimeout),
 		fx.Module("remote-cluster",
-			fx.Supply(e.cfg, r.opts.Scheme),
+			fx.Supply(cfg, r.opts.Scheme),
 			fx.Provide(
 				fx.Annotate(func() string { return e.name }, fx.ResultTags(`name:"`+ClusterNameTag+`"`)),
 				fx.Annotate(func() client.Client { return manageClient }, fx.ResultTags(`name:"`+ManageClientTag+`"`)),
