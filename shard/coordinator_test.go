@@ -55,12 +55,12 @@ func namespace(t *testing.T, prefix string) string {
 
 func startInstance(t *testing.T, ns, name string, clusters []string, h shard.Handler) *instance {
 	t.Helper()
-	return startInstanceWith(t, ns, name, clusters, h, nil)
+	return startInstanceWith(t, ns, name, clusters, h, nil, nil)
 }
 
 // startInstanceWith is startInstance with the coordinator's client passed
 // through wrap (say an interceptor that fails some writes).
-func startInstanceWith(t *testing.T, ns, name string, clusters []string, h shard.Handler, wrap func(client.WithWatch) client.WithWatch) *instance {
+func startInstanceWith(t *testing.T, ns, name string, clusters []string, h shard.Handler, wrap func(client.WithWatch) client.WithWatch, edit func(*shard.Options)) *instance {
 	t.Helper()
 	cfg := *env.Management.Config
 	cfg.QPS, cfg.Burst = 200, 400
@@ -77,14 +77,18 @@ func startInstanceWith(t *testing.T, ns, name string, clusters []string, h shard
 		t.Fatal(err)
 	}
 	var cp *shard.Coordinator
-	c, err := shard.New(shard.Options{
+	o := shard.Options{
 		Identity: name, Namespace: ns, Client: cl, Kube: kube,
 		Clusters: func() ([]string, error) { return clusters, nil },
 		Handler:  runningHandler{h, &cp}, Logger: logger().WithName(name),
 		LeaseDuration: leaseDuration, RenewDeadline: renewDeadline, RetryPeriod: retryPeriod,
 		StopTimeout: 2 * time.Second, MovesPerSecond: 100,
 		Ring: shard.RingOptions{LoadFactor: 1.25},
-	})
+	}
+	if edit != nil {
+		edit(&o)
+	}
+	c, err := shard.New(o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -41,7 +41,7 @@ func TestFailedReleaseIsRetried(t *testing.T) {
 	tr := newTracker()
 	var failed atomic.Bool
 	in := map[string]*instance{}
-	in["a"] = startInstanceWith(t, ns, "a", clusters, trackingHandler{"a", tr}, failFirstRelease(&failed))
+	in["a"] = startInstanceWith(t, ns, "a", clusters, trackingHandler{"a", tr}, failFirstRelease(&failed), nil)
 	settled(t, tr, ns, expected(t, []string{"a"}, clusters), in, 30*time.Second)
 	in["b"] = startInstance(t, ns, "b", clusters, trackingHandler{"b", tr})
 	settled(t, tr, ns, expected(t, []string{"a", "b"}, clusters), in, leaseDuration+5*time.Second)
