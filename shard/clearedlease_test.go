@@ -62,6 +62,17 @@ func TestClearedLeaseIsNotTakenAtOnce(t *testing.T) {
 	if v := tr.check(); len(v) > 0 {
 		t.Fatalf("two instances ran a cluster at once: %v", v)
 	}
+	// And nothing is stuck: b takes both once they have been unchanged for a
+	// lease duration (a stopped them when it saw the change).
+	if err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, leaseDuration+5*time.Second, true, func(context.Context) (bool, error) {
+		h := holders(t, ns)
+		return h[victims[0]] == "b" && h[victims[1]] == "b" && in["b"].c.Owns(victims[0]) && in["b"].c.Owns(victims[1]), nil
+	}); err != nil {
+		t.Fatalf("b did not take %v after a lease duration: holders %v", victims[:2], holders(t, ns))
+	}
+	if v := tr.check(); len(v) > 0 {
+		t.Fatalf("two instances ran a cluster at once: %v", v)
+	}
 }
 
 // slowStop is a handler whose managers take a while to stop.

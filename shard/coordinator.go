@@ -329,6 +329,7 @@ func (c *Coordinator) step(ctx context.Context) {
 	for m := range live {
 		view.Members[m] = !leaving[m]
 	}
+	c.obs.absent(leases, now)
 	for _, l := range leases {
 		c.obs.observe(l, now)
 		if h := holderOf(l); h != "" && l.Annotations[ClusterAnnotation] != "" {
@@ -430,7 +431,7 @@ func (c *Coordinator) step(ctx context.Context) {
 		st := c.clusters[n]
 		busy := st != nil && st.phase != phaseFree
 		c.mu.Unlock()
-		if !busy && c.free(ctx, leases[ClusterLeaseName(n)], live, now) {
+		if !busy && c.free(ctx, ClusterLeaseName(n), leases[ClusterLeaseName(n)], live, now) {
 			free = append(free, n)
 		}
 	}
@@ -544,8 +545,20 @@ func (c *Coordinator) fenceInvalid() {
 // earlier life, abandoned and unchanged for a lease duration, or held by a
 // replica whose membership has not changed for a lease duration (confirmed
 // by a fresh read, so a stale cache never makes a live holder look dead).
-func (c *Coordinator) free(ctx context.Context, l *coordinationv1.Lease, live map[string]bool, now time.Time) bool {
+func (c *Coordinator) free(ctx context.Context, name string, l *coordinationv1.Lease, live map[string]bool, now time.Time) bool {
 	holder := holderOf(l)
+	if last := c.obs.lastHolder(name); last != "" && last != holder && last != c.o.Identity && live[last] &&
+		(l == nil || l.Annotations[ReleasedByAnnotation] != last) {
+		// Deleted, cleared or overwritten by someone other than the live
+		// replica that held it: that replica may still run the cluster
+		// until it notices. Free only once unchanged for a lease duration.
+		if !c.obs.unchangedFor(name, now) {
+			return false
+		}
+		if holder == "" {
+			return true
+		}
+	}
 	switch {
 	case l == nil, holder == "", holder == c.o.Identity:
 		return true
@@ -597,6 +610,7 @@ func (c *Coordinator) acquire(ctx context.Context, name string, l *coordinationv
 			l.Spec.LeaseTransitions = ptr.To(ptr.Deref(l.Spec.LeaseTransitions, 0) + 1)
 		}
 		delete(l.Annotations, AbandonedAnnotation)
+		delete(l.Annotations, ReleasedByAnnotation)
 		l.Spec.HolderIdentity = ptr.To(c.o.Identity)
 		l.Spec.AcquireTime, l.Spec.RenewTime = &now, &now
 		l.Spec.LeaseDurationSeconds = ptr.To(int32(c.o.LeaseDuration / time.Second))
@@ -614,6 +628,7 @@ func (c *Coordinator) acquire(ctx context.Context, name string, l *coordinationv
 	c.o.journal(time.Now(), JournalOwned, name) // before authority begins
 	st := &cluster{phase: phaseOwned, epoch: epoch, since: time.Now()}
 	c.mu.Lock()
+	delete(c.notStopped, name) // the registry waits for a manager still stopping before it spawns
 	if old := c.clusters[name]; old != nil {
 		st = old
 		st.phase, st.epoch, st.since = phaseOwned, epoch, time.Now()
@@ -770,6 +785,10 @@ func (c *Coordinator) releaseLease(ctx context.Context, name string, abandon, re
 	default:
 		l.Spec.HolderIdentity = ptr.To("")
 		l.Spec.RenewTime = ptr.To(metav1.NewMicroTime(time.Now()))
+		if l.Annotations == nil {
+			l.Annotations = map[string]string{}
+		}
+		l.Annotations[ReleasedByAnnotation] = c.o.Identity
 		err = c.o.Client.Update(ctx, &l)
 		c.countWrite("update", "cluster")
 	}

@@ -21,6 +21,11 @@ const (
 	// confirm its manager stopped: others take it once they have seen it
 	// unchanged for a lease duration.
 	AbandonedAnnotation = "clustershard.io/abandoned"
+	// ReleasedByAnnotation on a cluster Lease names the replica that
+	// released it (holder cleared). A Lease cleared by anyone else, or
+	// deleted, while a live replica held it is free only after a lease
+	// duration unchanged: that replica may still run the cluster.
+	ReleasedByAnnotation = "clustershard.io/released-by"
 	// RoleLabel tells membership and cluster Leases apart.
 	RoleLabel = "clustershard.io/lease-role"
 

@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"strings"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -17,8 +18,9 @@ type observer struct {
 }
 
 type observation struct {
-	resourceVersion string
-	changed         time.Time // local time the current version was first seen
+	resourceVersion string    // "" while the Lease is absent
+	changed         time.Time // local time the current version (or absence) was first seen
+	holder          string    // the last non-empty holder seen, across versions
 }
 
 func newObserver(leaseDuration time.Duration) *observer {
@@ -29,11 +31,28 @@ func newObserver(leaseDuration time.Duration) *observer {
 func (o *observer) observe(l *coordinationv1.Lease, now time.Time) time.Time {
 	ob, ok := o.seen[l.Name]
 	if !ok || ob.resourceVersion != l.ResourceVersion {
-		ob = observation{resourceVersion: l.ResourceVersion, changed: now}
+		ob = observation{resourceVersion: l.ResourceVersion, changed: now, holder: ob.holder}
+		if l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "" {
+			ob.holder = *l.Spec.HolderIdentity
+		}
 		o.seen[l.Name] = ob
 	}
 	return ob.changed
 }
+
+// absent records that the cluster Leases seen before and not in present
+// are gone: their absence counts as a change, seen now.
+func (o *observer) absent(present map[string]*coordinationv1.Lease, now time.Time) {
+	for name, ob := range o.seen {
+		if _, ok := present[name]; ok || ob.resourceVersion == "" || !strings.HasPrefix(name, ClusterLeasePrefix) {
+			continue
+		}
+		o.seen[name] = observation{changed: now, holder: ob.holder}
+	}
+}
+
+// lastHolder returns the last non-empty holder seen on the Lease named name.
+func (o *observer) lastHolder(name string) string { return o.seen[name].holder }
 
 // unchangedFor reports whether the Lease named name has been seen unchanged,
 // or absent, for at least the lease duration. A Lease never seen counts from

@@ -5,8 +5,10 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/clustershard/clustershard/internal/metrics"
 )
@@ -25,9 +27,9 @@ func (c *Coordinator) untracked(name string) bool {
 // committed but was not recorded, a loss by lapsed membership followed by a
 // ring change, a previous life under the same name. Other replicas see a
 // live holder there and would wait for ever. Clusters the ring assigns here
-// are left to the acquisition; the others are released, or marked abandoned
-// when the manager's stop timed out (others then take them after a lease
-// duration unchanged). Each write is conditional on the version listed, so a
+// are left to the acquisition; the others are released (deleted, for a
+// cluster that no longer exists), or marked abandoned when the manager's
+// stop timed out (others then take them after a lease duration unchanged). Each write is conditional on the version listed, so a
 // Lease someone took meanwhile is never touched.
 func (c *Coordinator) sweep(ctx context.Context, leases map[string]*coordinationv1.Lease, assign map[string]string, exists map[string]bool, selfValid bool) {
 	for _, l := range leases {
@@ -40,28 +42,46 @@ func (c *Coordinator) sweep(ctx context.Context, leases map[string]*coordination
 		}
 		wctx, cancel := context.WithTimeout(ctx, c.o.RenewDeadline)
 		l = l.DeepCopy()
-		abandon := c.unstopped(name)
-		if abandon {
+		abandon, remove := c.unstopped(name), !exists[name]
+		var err error
+		switch {
+		case remove && !abandon:
+			// The cluster is gone: so goes its Lease (a failed delete of a hand-over).
+			err = c.o.Client.Delete(wctx, l, client.Preconditions{ResourceVersion: ptr.To(l.ResourceVersion)})
+			c.countWrite("delete", "cluster")
+		case abandon:
 			if l.Annotations == nil {
 				l.Annotations = map[string]string{}
 			}
 			l.Annotations[AbandonedAnnotation] = "true"
-		} else {
+			err = c.o.Client.Update(wctx, l) // on the listed version: never a Lease taken since
+			c.countWrite("update", "cluster")
+		default:
+			if l.Annotations == nil {
+				l.Annotations = map[string]string{}
+			}
+			l.Annotations[ReleasedByAnnotation] = c.o.Identity
 			l.Spec.HolderIdentity = ptr.To("")
 			l.Spec.RenewTime = ptr.To(metav1.NewMicroTime(time.Now()))
+			err = c.o.Client.Update(wctx, l)
+			c.countWrite("update", "cluster")
 		}
-		err := c.o.Client.Update(wctx, l) // on the listed version: never a Lease taken since
 		cancel()
-		c.countWrite("update", "cluster")
-		if err != nil {
+		switch {
+		case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
+			// Changed since the list (most often: our own release, which the
+			// cache had not shown yet). Judged again next pass.
+			c.log.V(1).Info("Cluster Lease changed since listed; not freed", "cluster", name)
+			continue
+		case err != nil:
 			c.log.Error(err, "Cannot free a cluster Lease that names this replica but that it does not run; retrying next pass", "cluster", name)
 			continue
 		}
-		c.log.Info("Freed a cluster Lease that named this replica but that it did not run", "cluster", name, "abandoned", abandon)
+		c.log.Info("Freed a cluster Lease that named this replica but that it did not run", "cluster", name, "abandoned", abandon, "deleted", remove && !abandon)
+		c.o.journal(time.Now(), JournalReleased, name)
 		if abandon {
 			metrics.LeaseTransitions.WithLabelValues(metrics.LeaseAbandoned).Inc()
 		} else {
-			c.o.journal(time.Now(), JournalReleased, name)
 			metrics.LeaseTransitions.WithLabelValues(metrics.LeaseReleased).Inc()
 		}
 	}
