@@ -312,13 +312,16 @@ func (c *Coordinator) step(ctx context.Context) {
 	}
 	// Every exit path reports what is owned now: a fenced replica owns nothing.
 	defer func() { metrics.OwnedClusters.Set(float64(len(c.Owned()))) }()
-	now := time.Now()
 	members, leases, err := c.listLeases(ctx)
 	if err != nil {
 		c.log.Error(err, "Cannot list Leases")
 		c.fenceInvalid()
 		return
 	}
+	// Stamped when the read returned, not when it was sent: a renewal that
+	// landed during a slow List must not look older than it is, or the
+	// margin between lease duration and renew deadline shrinks by the delay.
+	now := time.Now()
 	names, err := c.o.Clusters()
 	if err != nil {
 		c.log.Error(err, "Cannot list RemoteClusters")
@@ -579,8 +582,10 @@ func (c *Coordinator) free(ctx context.Context, name string, l *coordinationv1.L
 	case err != nil:
 		return false
 	}
-	changed := c.obs.observe(&fresh, now)
-	return now.Sub(changed) > c.o.LeaseDuration
+	// The fresh read is stamped when it returned (see step).
+	read := time.Now()
+	changed := c.obs.observe(&fresh, read)
+	return read.Sub(changed) > c.o.LeaseDuration
 }
 
 // acquire takes the cluster Lease (create, or update on the version read) and
