@@ -1,9 +1,15 @@
 package shard_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
 
 	"github.com/clustershard/clustershard/shard"
 )
@@ -51,4 +57,48 @@ func TestCollidingNamesAreOwnedApart(t *testing.T) {
 	}
 	want := expected(t, []string{"a", "b"}, clusters)
 	settled(t, tr, ns, want, in, 30*time.Second)
+}
+
+// A Lease at a cluster's name whose annotation names another cluster (made
+// or edited by hand) does not make its holder the cluster's holder, and
+// does not block the cluster for good: the ring's owner takes it once it
+// has stayed unchanged for a lease duration.
+func TestLeaseNamingAnotherClusterIsNotAHolding(t *testing.T) {
+	ns := namespace(t, "stray")
+	clusters := names(6)
+	want := expected(t, []string{"a", "b"}, clusters)
+	var target string
+	for _, c := range clusters {
+		if want[c] == "a" {
+			target = c
+			break
+		}
+	}
+	stray := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: ns, Name: shard.ClusterLeaseName(target),
+			Labels:      map[string]string{shard.RoleLabel: "cluster"},
+			Annotations: map[string]string{shard.ClusterAnnotation: "cluster-99"},
+		},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("b"), LeaseDurationSeconds: ptr.To[int32](3)},
+	}
+	if err := env.Client.Create(t.Context(), stray); err != nil {
+		t.Fatal(err)
+	}
+	tr := newTracker()
+	in := map[string]*instance{}
+	for _, n := range []string{"a", "b"} {
+		in[n] = startInstance(t, ns, n, clusters, trackingHandler{n, tr})
+	}
+	if err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+		return len(in["a"].c.Observed().Members) == 2, nil
+	}); err != nil {
+		t.Fatal("a never saw b")
+	}
+	for _, i := range in {
+		if h, ok := i.c.Observed().Holders["cluster-99"]; ok {
+			t.Fatalf("%s judges cluster-99 held by %s from a Lease that is not its own", i.name, h.Holder)
+		}
+	}
+	settled(t, tr, ns, want, in, leaseDuration+20*time.Second)
 }
