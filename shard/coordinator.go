@@ -335,12 +335,12 @@ func (c *Coordinator) step(ctx context.Context) {
 	c.obs.absent(leases, now)
 	for _, l := range leases {
 		c.obs.observe(l, now)
-		if h := holderOf(l); h != "" && l.Annotations[ClusterAnnotation] != "" {
+		if h, cl := holderOf(l), LeaseCluster(l); h != "" && cl != "" {
 			hold := Holding{Holder: h}
 			if l.Spec.AcquireTime != nil {
 				hold.Since = l.Spec.AcquireTime.Time
 			}
-			view.Holders[l.Annotations[ClusterAnnotation]] = hold
+			view.Holders[cl] = hold
 		}
 	}
 	c.mu.Lock()
@@ -550,6 +550,12 @@ func (c *Coordinator) fenceInvalid() {
 // by a fresh read, so a stale cache never makes a live holder look dead).
 func (c *Coordinator) free(ctx context.Context, name string, l *coordinationv1.Lease, live map[string]bool, now time.Time) bool {
 	holder := holderOf(l)
+	if l != nil && LeaseCluster(l) == "" && l.Annotations[ClusterAnnotation] != "" {
+		// It names another cluster (made or edited by hand): its holder
+		// is not judged to run this one, but may run the other; taken
+		// over only once unchanged for a lease duration.
+		return c.obs.unchangedFor(name, now)
+	}
 	if last := c.obs.lastHolder(name); last != "" && last != holder && last != c.o.Identity && live[last] &&
 		(l == nil || l.Annotations[ReleasedByAnnotation] != last) {
 		// Deleted, cleared or overwritten by someone other than the live
@@ -616,6 +622,14 @@ func (c *Coordinator) acquire(ctx context.Context, name string, l *coordinationv
 		}
 		delete(l.Annotations, AbandonedAnnotation)
 		delete(l.Annotations, ReleasedByAnnotation)
+		if l.Annotations == nil {
+			l.Annotations = map[string]string{}
+		}
+		l.Annotations[ClusterAnnotation] = name // a Lease edited by hand names its cluster again
+		if l.Labels == nil {
+			l.Labels = map[string]string{}
+		}
+		l.Labels[RoleLabel] = "cluster"
 		l.Spec.HolderIdentity = ptr.To(c.o.Identity)
 		l.Spec.AcquireTime, l.Spec.RenewTime = &now, &now
 		l.Spec.LeaseDurationSeconds = ptr.To(int32(c.o.LeaseDuration / time.Second))

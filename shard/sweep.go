@@ -33,7 +33,7 @@ func (c *Coordinator) untracked(name string) bool {
 // Lease someone took meanwhile is never touched.
 func (c *Coordinator) sweep(ctx context.Context, leases map[string]*coordinationv1.Lease, assign map[string]string, exists map[string]bool, selfValid bool) {
 	for _, l := range leases {
-		name := l.Annotations[ClusterAnnotation]
+		name := LeaseCluster(l)
 		if name == "" || holderOf(l) != c.o.Identity || l.Annotations[AbandonedAnnotation] == "true" || !c.untracked(name) {
 			continue
 		}

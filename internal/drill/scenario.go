@@ -27,8 +27,8 @@ func (r *Runner) holders(ctx context.Context) (map[string]string, error) {
 	}
 	out := map[string]string{}
 	for _, l := range list.Items {
-		if l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "" {
-			out[l.Annotations[shard.ClusterAnnotation]] = *l.Spec.HolderIdentity
+		if c := shard.LeaseCluster(&l); c != "" && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "" {
+			out[c] = *l.Spec.HolderIdentity
 		}
 	}
 	return out, nil

@@ -83,7 +83,9 @@ func Collect(ctx context.Context, c client.Reader, namespace string, kinds []rep
 		}
 		switch l.Labels[shard.RoleLabel] {
 		case "cluster":
-			holders[l.Annotations[shard.ClusterAnnotation]] = l
+			if c := shard.LeaseCluster(l); c != "" {
+				holders[c] = l
+			}
 		case "member":
 			if holder == "" {
 				continue
