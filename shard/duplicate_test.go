@@ -1,0 +1,90 @@
+package shard_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+// sampleOwnership records, every 2 ms until ctx ends, which instance may
+// write for which cluster (Owns), keyed by the instance's tracker name, so
+// that two write permissions that overlap show in writes.check.
+func sampleOwnership(ctx context.Context, in map[string]*instance, clusters []string, writes *tracker) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			for key, i := range in {
+				for _, c := range clusters {
+					if i.c.Owns(c) {
+						writes.start(key, c)
+					} else {
+						writes.stop(key, c)
+					}
+				}
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}()
+	return done
+}
+
+func ownsAll(i *instance, clusters []string) bool {
+	for _, c := range clusters {
+		if !i.c.Owns(c) {
+			return false
+		}
+	}
+	return true
+}
+
+// Two live processes started with one identity (a force-deleted pod whose
+// node heals, a --replica-id typed twice) never both run or write for a
+// cluster: the second is another incarnation, a foreign holder, and joins
+// only once the first is gone; then it takes every cluster within a lease
+// duration and a few seconds.
+func TestSameIdentityTwoProcesses(t *testing.T) {
+	ns := namespace(t, "same-identity")
+	clusters := names(6)
+	tr, writes := newTracker(), newTracker()
+	in := map[string]*instance{}
+	in["a#1"] = startInstance(t, ns, "a", clusters, trackingHandler{"a#1", tr})
+	if err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
+		return ownsAll(in["a#1"], clusters), nil
+	}); err != nil {
+		t.Fatal("the first process never owned every cluster")
+	}
+	in["a#2"] = startInstance(t, ns, "a", clusters, trackingHandler{"a#2", tr})
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	sampled := sampleOwnership(ctx, in, clusters, writes)
+
+	time.Sleep(leaseDuration + 2*time.Second)
+	if v := append(tr.check(), writes.check()...); len(v) > 0 {
+		cancel()
+		<-sampled
+		t.Fatalf("two processes of one identity ran or wrote for a cluster at once: %v", v[:min(len(v), 6)])
+	}
+	for _, c := range clusters {
+		if in["a#2"].c.Owns(c) {
+			t.Fatalf("the second process owns %s while the first still holds it", c)
+		}
+	}
+
+	in["a#1"].cleanup = in["a#1"].c.Crash()
+	crashed := time.Now()
+	tr.stopAll("a#1")
+	if err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, leaseDuration+10*time.Second, true, func(context.Context) (bool, error) {
+		return ownsAll(in["a#2"], clusters), nil
+	}); err != nil {
+		t.Fatal("the second process did not take over after the first crashed")
+	}
+	t.Logf("second incarnation owns every cluster %v after the first crashed (lease duration %v)", time.Since(crashed).Round(time.Millisecond), leaseDuration)
+	cancel()
+	<-sampled
+	if v := append(tr.check(), writes.check()...); len(v) > 0 {
+		t.Fatalf("overlaps: %v", v[:min(len(v), 6)])
+	}
+}
