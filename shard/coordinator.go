@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -121,6 +122,9 @@ type View struct {
 type Holding struct {
 	// Holder is the replica named by the Lease.
 	Holder string
+	// Incarnation is the Lease's holder identity: the one process of that
+	// replica that holds it (see HolderIdentity).
+	Incarnation string
 	// Since is the Lease's acquire time, as written by the holder.
 	Since time.Time
 }
@@ -330,13 +334,13 @@ func (c *Coordinator) step(ctx context.Context) {
 	live, leaving := c.obs.members(members, now)
 	view := View{Members: map[string]bool{}, Holders: map[string]Holding{}}
 	for m := range live {
-		view.Members[m] = !leaving[m]
+		view.Members[HolderName(m)] = !leaving[m]
 	}
 	c.obs.absent(leases, now)
 	for _, l := range leases {
 		c.obs.observe(l, now)
 		if h, cl := holderOf(l), LeaseCluster(l); h != "" && cl != "" {
-			hold := Holding{Holder: h}
+			hold := Holding{Holder: HolderName(h), Incarnation: h}
 			if l.Spec.AcquireTime != nil {
 				hold.Since = l.Spec.AcquireTime.Time
 			}
@@ -356,8 +360,8 @@ func (c *Coordinator) step(ctx context.Context) {
 	}
 	ringMembers := make([]string, 0, len(live)+1)
 	for m := range live {
-		if !leaving[m] && m != c.o.Identity {
-			ringMembers = append(ringMembers, m)
+		if !leaving[m] && HolderName(m) != c.o.Identity {
+			ringMembers = append(ringMembers, HolderName(m))
 		}
 	}
 	if valid && !selfLeaving {
@@ -395,7 +399,7 @@ func (c *Coordinator) step(ctx context.Context) {
 		}
 		lease := leases[ClusterLeaseName(n)]
 		switch {
-		case lease == nil || holderOf(lease) != c.o.Identity:
+		case lease == nil || holderOf(lease) != c.o.self:
 			losses = append(losses, n) // deleted or taken by hand: not ours any more
 		case !exists[n] || assign[n] != c.o.Identity:
 			handovers = append(handovers, n)
@@ -486,11 +490,11 @@ func (c *Coordinator) unowned(names []string, leases map[string]*coordinationv1.
 		switch {
 		case h == "":
 			n++
-		case h == c.o.Identity:
+		case h == c.o.self:
 			if !selfValid || c.untracked(name) {
 				n++ // fenced, or a Lease naming us that we do not run
 			}
-		case !live[h] || !c.obs.changedWithin(MemberLeaseName(h), now, c.o.RenewDeadline):
+		case !live[h] || !c.obs.changedWithin(MemberLeaseName(HolderName(h)), now, c.o.RenewDeadline):
 			n++
 		}
 	}
@@ -516,7 +520,7 @@ func (c *Coordinator) cacheBehind(ctx context.Context, name string, cached *coor
 	if err := c.o.Client.Get(ctx, types.NamespacedName{Namespace: c.o.Namespace, Name: ClusterLeaseName(name)}, &fresh); err != nil {
 		return false
 	}
-	return holderOf(&fresh) == c.o.Identity
+	return holderOf(&fresh) == c.o.self
 }
 
 func holderOf(l *coordinationv1.Lease) string {
@@ -556,7 +560,7 @@ func (c *Coordinator) free(ctx context.Context, name string, l *coordinationv1.L
 		// over only once unchanged for a lease duration.
 		return c.obs.unchangedFor(name, now)
 	}
-	if last := c.obs.lastHolder(name); last != "" && last != holder && last != c.o.Identity && live[last] &&
+	if last := c.obs.lastHolder(name); last != "" && last != holder && last != c.o.self && live[last] &&
 		(l == nil || l.Annotations[ReleasedByAnnotation] != last) {
 		// Deleted, cleared or overwritten by someone other than the live
 		// replica that held it: that replica may still run the cluster
@@ -569,15 +573,15 @@ func (c *Coordinator) free(ctx context.Context, name string, l *coordinationv1.L
 		}
 	}
 	switch {
-	case l == nil, holder == "", holder == c.o.Identity:
+	case l == nil, holder == "", holder == c.o.self:
 		return true
 	case l.Annotations[AbandonedAnnotation] == "true":
 		return c.obs.unchangedFor(l.Name, now)
 	case live[holder]:
 		return false
 	}
-	memberLease := MemberLeaseName(holder)
-	if !c.obs.unchangedFor(memberLease, now) {
+	memberLease := MemberLeaseName(HolderName(holder))
+	if last := c.obs.lastHolder(memberLease); (last == "" || last == holder) && !c.obs.unchangedFor(memberLease, now) {
 		return false
 	}
 	var fresh coordinationv1.Lease
@@ -587,6 +591,13 @@ func (c *Coordinator) free(ctx context.Context, name string, l *coordinationv1.L
 		return true
 	case err != nil:
 		return false
+	}
+	if h := holderOf(&fresh); h != "" && h != holder {
+		// Another process of that replica holds its membership Lease (a
+		// restart, or this one): an elector takes a Lease held by someone
+		// else only once it has seen it unchanged for a lease duration, so
+		// the holder's membership, and its authority, ended before.
+		return true
 	}
 	// The fresh read is stamped when it returned (see step).
 	read := time.Now()
@@ -610,14 +621,14 @@ func (c *Coordinator) acquire(ctx context.Context, name string, l *coordinationv
 		l.Labels = map[string]string{RoleLabel: "cluster"}
 		l.Annotations = map[string]string{ClusterAnnotation: name}
 		l.Spec = coordinationv1.LeaseSpec{
-			HolderIdentity: ptr.To(c.o.Identity), AcquireTime: &now, RenewTime: &now,
+			HolderIdentity: ptr.To(c.o.self), AcquireTime: &now, RenewTime: &now,
 			LeaseDurationSeconds: ptr.To(int32(c.o.LeaseDuration / time.Second)), LeaseTransitions: ptr.To(int32(0)),
 		}
 		err = c.o.Client.Create(ctx, l)
 		c.countWrite("create", "cluster")
 	} else {
 		l = l.DeepCopy()
-		if holderOf(l) != c.o.Identity {
+		if holderOf(l) != c.o.self {
 			l.Spec.LeaseTransitions = ptr.To(ptr.Deref(l.Spec.LeaseTransitions, 0) + 1)
 		}
 		delete(l.Annotations, AbandonedAnnotation)
@@ -630,7 +641,7 @@ func (c *Coordinator) acquire(ctx context.Context, name string, l *coordinationv
 			l.Labels = map[string]string{}
 		}
 		l.Labels[RoleLabel] = "cluster"
-		l.Spec.HolderIdentity = ptr.To(c.o.Identity)
+		l.Spec.HolderIdentity = ptr.To(c.o.self)
 		l.Spec.AcquireTime, l.Spec.RenewTime = &now, &now
 		l.Spec.LeaseDurationSeconds = ptr.To(int32(c.o.LeaseDuration / time.Second))
 		err = c.o.Client.Update(ctx, l) // optimistic concurrency on the version we judged
@@ -683,10 +694,10 @@ func (c *Coordinator) unmanagedSince(l *coordinationv1.Lease, assigned time.Time
 			return time.Now(), false
 		}
 		return assigned, false
-	case holder == "" || holder == c.o.Identity || l.Annotations[AbandonedAnnotation] == "true":
+	case holder == "" || holder == c.o.self || l.Annotations[AbandonedAnnotation] == "true":
 		return c.obs.changedAt(l.Name), false
 	case !live[holder]:
-		return c.obs.changedAt(MemberLeaseName(holder)), true
+		return c.obs.changedAt(MemberLeaseName(HolderName(holder))), true
 	}
 	return time.Now(), false
 }
@@ -786,7 +797,7 @@ func (c *Coordinator) releaseLease(ctx context.Context, name string, abandon, re
 	if err := c.o.Client.Get(ctx, types.NamespacedName{Namespace: c.o.Namespace, Name: ClusterLeaseName(name)}, &l); err != nil {
 		return
 	}
-	if holderOf(&l) != c.o.Identity {
+	if holderOf(&l) != c.o.self {
 		return
 	}
 	var err error
@@ -807,7 +818,7 @@ func (c *Coordinator) releaseLease(ctx context.Context, name string, abandon, re
 		if l.Annotations == nil {
 			l.Annotations = map[string]string{}
 		}
-		l.Annotations[ReleasedByAnnotation] = c.o.Identity
+		l.Annotations[ReleasedByAnnotation] = c.o.self
 		err = c.o.Client.Update(ctx, &l)
 		c.countWrite("update", "cluster")
 	}
@@ -853,7 +864,9 @@ func (c *Coordinator) shutdown(ctx context.Context) error {
 		}
 	}
 	c.mu.Unlock()
-	if err := c.markLeaving(ctx); err != nil {
+	if _, _, member := c.member.valid(); !member {
+		c.log.Info("Not a member: nothing to mark leaving")
+	} else if err := retry.RetryOnConflict(retry.DefaultRetry, func() error { return c.markLeaving(ctx) }); err != nil {
 		c.log.Error(err, "Cannot mark membership as leaving")
 	}
 	c.log.Info("Shutting down: handing every cluster over", "clusters", len(owned))
@@ -891,7 +904,7 @@ func (c *Coordinator) shutdown(ctx context.Context) error {
 func (c *Coordinator) rejoin(ctx context.Context, members []coordinationv1.Lease) {
 	for i := range members {
 		l := &members[i]
-		if l.Name != MemberLeaseName(c.o.Identity) || l.Annotations[LeavingAnnotation] != "true" {
+		if l.Name != MemberLeaseName(c.o.Identity) || holderOf(l) != c.o.self || l.Annotations[LeavingAnnotation] != "true" {
 			continue
 		}
 		patch := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"`+LeavingAnnotation+`":null}}}`))
@@ -907,11 +920,22 @@ func (c *Coordinator) rejoin(ctx context.Context, members []coordinationv1.Lease
 
 // markLeaving annotates the membership Lease: others take this replica out of
 // their rings but still respect its Leases until it releases them.
+// Only the process holding it marks it: another incarnation with this
+// identity that never joined leaves the live one in the rings.
 func (c *Coordinator) markLeaving(ctx context.Context) error {
-	patch := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"`+LeavingAnnotation+`":"true"}}}`))
-	l := &coordinationv1.Lease{ObjectMeta: leaseMeta(c.o.Namespace, MemberLeaseName(c.o.Identity))}
-	err := c.o.Client.Patch(ctx, l, patch)
-	c.countWrite("patch", "membership")
+	var l coordinationv1.Lease
+	if err := c.o.Client.Get(ctx, types.NamespacedName{Namespace: c.o.Namespace, Name: MemberLeaseName(c.o.Identity)}, &l); err != nil {
+		return err
+	}
+	if holderOf(&l) != c.o.self {
+		return fmt.Errorf("membership Lease %s is held by %q, not this process (%s)", l.Name, holderOf(&l), c.o.self)
+	}
+	if l.Annotations == nil {
+		l.Annotations = map[string]string{}
+	}
+	l.Annotations[LeavingAnnotation] = "true"
+	err := c.o.Client.Update(ctx, &l) // on the version read: never a Lease another process took since
+	c.countWrite("update", "membership")
 	return err
 }
 

@@ -38,6 +38,9 @@ type JournalEntry struct {
 	Time time.Time `json:"time"`
 	// Replica is the recording replica.
 	Replica string `json:"replica"`
+	// Incarnation is the recording process of that replica (see
+	// Options.Incarnation): a checker keys authority by both.
+	Incarnation string `json:"incarnation,omitempty"`
 	// Event is one of the Journal* constants.
 	Event string `json:"event"`
 	// Cluster is the cluster of a per-cluster event.
@@ -49,6 +52,6 @@ type JournalEntry struct {
 // journal records an entry when Options.Journal is set.
 func (o *Options) journal(at time.Time, event, cluster string) {
 	if o.Journal != nil {
-		o.Journal(JournalEntry{Time: at, Replica: o.Identity, Event: event, Cluster: cluster})
+		o.Journal(JournalEntry{Time: at, Replica: o.Identity, Incarnation: o.Incarnation, Event: event, Cluster: cluster})
 	}
 }

@@ -85,7 +85,7 @@ func (m *membership) run(ctx context.Context) {
 			Interface: &resourcelock.LeaseLock{
 				LeaseMeta:  leaseMeta(m.o.Namespace, MemberLeaseName(m.o.Identity)),
 				Client:     m.o.Kube.CoordinationV1(),
-				LockConfig: resourcelock.ResourceLockConfig{Identity: m.o.Identity},
+				LockConfig: resourcelock.ResourceLockConfig{Identity: m.o.self},
 				Labels:     map[string]string{RoleLabel: "member"},
 			},
 			m: m,
@@ -139,7 +139,7 @@ func (l *recordingLock) Create(ctx context.Context, ler resourcelock.LeaderElect
 	sent := time.Now()
 	err := l.Interface.Create(ctx, ler)
 	l.m.writes("create")
-	if err == nil && ler.HolderIdentity == l.m.o.Identity {
+	if err == nil && ler.HolderIdentity == l.m.o.self {
 		l.m.renewed(sent)
 	}
 	return err
@@ -151,7 +151,7 @@ func (l *recordingLock) Update(ctx context.Context, ler resourcelock.LeaderElect
 	sent := time.Now()
 	err := l.Interface.Update(ctx, ler)
 	l.m.writes("update")
-	if ler.HolderIdentity == l.m.o.Identity {
+	if ler.HolderIdentity == l.m.o.self {
 		if err == nil {
 			l.m.renewed(sent)
 		} else {

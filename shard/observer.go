@@ -76,9 +76,10 @@ func (o *observer) changedWithin(name string, now time.Time, d time.Duration) bo
 	return now.Sub(o.changedAt(name)) <= d
 }
 
-// members returns the live replicas from the membership Leases: those whose
-// Lease names them as holder and changed within the lease duration. leaving
-// are live but handing over.
+// members returns the live holders (HolderIdentity: one process of a
+// replica) from the membership Leases: each Lease's holder, when it is a
+// process of the replica the Lease is named after and the Lease changed
+// within the lease duration. leaving are live but handing over.
 func (o *observer) members(leases []coordinationv1.Lease, now time.Time) (live map[string]bool, leaving map[string]bool) {
 	live, leaving = map[string]bool{}, map[string]bool{}
 	for i := range leases {
@@ -88,7 +89,7 @@ func (o *observer) members(leases []coordinationv1.Lease, now time.Time) (live m
 		if l.Spec.HolderIdentity != nil {
 			holder = *l.Spec.HolderIdentity
 		}
-		if holder == "" || MemberLeaseName(holder) != l.Name || now.Sub(changed) > o.leaseDuration {
+		if holder == "" || MemberLeaseName(HolderName(holder)) != l.Name || now.Sub(changed) > o.leaseDuration {
 			continue
 		}
 		live[holder] = true

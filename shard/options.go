@@ -3,6 +3,7 @@ package shard
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -13,8 +14,13 @@ import (
 
 // Options configure a Coordinator.
 type Options struct {
-	// Identity is this replica's name (--replica-id, default the pod name).
+	// Identity is this replica's name (--replica-id, default the pod name):
+	// its ring member and the name of its membership Lease.
 	Identity string
+	// Incarnation tells this process apart from any other started with the
+	// same Identity (--incarnation, default the pod UID; random when
+	// empty). Leases are held by HolderIdentity(Identity, Incarnation).
+	Incarnation string
 	// Namespace holds the membership and cluster Leases.
 	Namespace string
 	// Client writes Leases and makes the fresh reads that decide a takeover
@@ -54,6 +60,8 @@ type Options struct {
 	CatchUpTimeout time.Duration
 	// Ring configures the consistent-hash ring.
 	Ring RingOptions
+
+	self string // HolderIdentity(Identity, Incarnation), set by defaults
 }
 
 func (o *Options) defaults() error {
@@ -64,6 +72,16 @@ func (o *Options) defaults() error {
 	if len(o.Identity) > 63 {
 		errs = append(errs, fmt.Errorf("identity %q is longer than 63 characters", o.Identity))
 	}
+	if o.Incarnation == "" {
+		o.Incarnation = NewIncarnation()
+	}
+	if err := ValidateIncarnation(o.Incarnation); err != nil {
+		errs = append(errs, err)
+	}
+	if strings.Contains(o.Identity, incarnationSeparator) {
+		errs = append(errs, fmt.Errorf("identity %q may not contain %q", o.Identity, incarnationSeparator))
+	}
+	o.self = HolderIdentity(o.Identity, o.Incarnation)
 	if o.Namespace == "" {
 		errs = append(errs, errors.New("namespace is required"))
 	}

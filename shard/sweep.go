@@ -34,7 +34,7 @@ func (c *Coordinator) untracked(name string) bool {
 func (c *Coordinator) sweep(ctx context.Context, leases map[string]*coordinationv1.Lease, assign map[string]string, exists map[string]bool, selfValid bool) {
 	for _, l := range leases {
 		name := LeaseCluster(l)
-		if name == "" || holderOf(l) != c.o.Identity || l.Annotations[AbandonedAnnotation] == "true" || !c.untracked(name) {
+		if name == "" || holderOf(l) != c.o.self || l.Annotations[AbandonedAnnotation] == "true" || !c.untracked(name) {
 			continue
 		}
 		if selfValid && exists[name] && assign[name] == c.o.Identity {
@@ -60,7 +60,7 @@ func (c *Coordinator) sweep(ctx context.Context, leases map[string]*coordination
 			if l.Annotations == nil {
 				l.Annotations = map[string]string{}
 			}
-			l.Annotations[ReleasedByAnnotation] = c.o.Identity
+			l.Annotations[ReleasedByAnnotation] = c.o.self
 			l.Spec.HolderIdentity = ptr.To("")
 			l.Spec.RenewTime = ptr.To(metav1.NewMicroTime(time.Now()))
 			err = c.o.Client.Update(wctx, l)

@@ -104,7 +104,7 @@ func holders(t *testing.T) map[string]string {
 	out := map[string]string{}
 	for _, l := range list.Items {
 		if l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "" {
-			out[l.Annotations[shard.ClusterAnnotation]] = *l.Spec.HolderIdentity
+			out[l.Annotations[shard.ClusterAnnotation]] = shard.HolderName(*l.Spec.HolderIdentity)
 		}
 	}
 	return out

@@ -87,6 +87,9 @@ type Reconciler struct {
 	Ownership Ownership
 	// Identity is this replica's name, written to status.owner.
 	Identity string
+	// Holder is this process's holder identity (shard.HolderIdentity),
+	// carried by the User-Agent of remote requests; default Identity.
+	Holder string
 	// Recorder emits Events on RemoteClusters.
 	Recorder events.EventRecorder
 	// KubeConfig shapes the rest.Config of remote clusters.
@@ -503,6 +506,10 @@ func (r *Reconciler) parseKubeConfig(content []byte, cluster string) (*rest.Conf
 	if err != nil {
 		return nil, err
 	}
-	cfg.UserAgent = RemoteUserAgent(r.Identity, cluster)
+	holder := r.Holder
+	if holder == "" {
+		holder = r.Identity
+	}
+	cfg.UserAgent = RemoteUserAgent(holder, cluster)
 	return cfg, nil
 }

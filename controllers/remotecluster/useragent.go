@@ -5,9 +5,9 @@ import "strings"
 const userAgentProduct = "clustershard-remote"
 
 // RemoteUserAgent is the User-Agent of every request a replica sends to a
-// remote cluster on behalf of one RemoteCluster. The remote API server's
-// audit log then attributes each write to the replica and cluster it was made
-// for, which is how the drill proves no two replicas wrote for one cluster
+// remote cluster on behalf of one RemoteCluster; replica is the process's
+// holder identity (name@incarnation). The remote API server's audit log then
+// attributes each write to the process and cluster it was made for, which is how the drill proves no two replicas wrote for one cluster
 // at once.
 func RemoteUserAgent(replica, cluster string) string {
 	return userAgentProduct + " replica=" + replica + " cluster=" + cluster

@@ -103,7 +103,15 @@ func Intervals(entries []shard.JournalEntry, renewDeadline time.Duration, death,
 	return out
 }
 
+// entriesReplica names the process of a journal: its holder identity
+// (name@incarnation), as the User-Agent of its remote writes carries it, so
+// two processes started with one name are two writers.
 func entriesReplica(entries []shard.JournalEntry) string {
+	for _, e := range entries {
+		if e.Incarnation != "" {
+			return shard.HolderIdentity(e.Replica, e.Incarnation)
+		}
+	}
 	if len(entries) == 0 {
 		return ""
 	}

@@ -36,10 +36,11 @@ func small(bin string, scenarios ...string) drill.Options {
 	}
 }
 
-// The smoke drill of make test: kill, term and pause against three replica
-// processes of the real binary, with churn, every invariant checked.
+// The smoke drill of make test: kill, term, pause and a second process with
+// a live replica's id against three replica processes of the real binary,
+// with churn, every invariant checked.
 func TestSmokeDrill(t *testing.T) {
-	o := small(build(t), "kill", "term", "pause")
+	o := small(build(t), "kill", "term", "pause", "duplicate-identity")
 	o.Churn, o.Out = true, testWriter{t}
 	rep, err := drill.Run(t.Context(), o)
 	if err != nil {

@@ -27,16 +27,17 @@ type fault func(ctx context.Context, r *Runner, res *Result) error
 
 // faults by scenario name; Scenarios lists them in their default order.
 var faults = map[string]fault{
-	"kill":              killFault,
-	"term":              termFault,
-	"pause":             pauseFault,
-	"partition":         partitionFault,
-	"apiserver-restart": apiserverRestartFault,
-	"rolling":           rollingFault,
-	"remote-down":       remoteDownFault,
-	"kubeconfig":        kubeconfigFault,
-	"lease-tamper":      leaseTamperFault,
-	"scale":             scaleFault,
+	"kill":               killFault,
+	"term":               termFault,
+	"pause":              pauseFault,
+	"partition":          partitionFault,
+	"apiserver-restart":  apiserverRestartFault,
+	"rolling":            rollingFault,
+	"remote-down":        remoteDownFault,
+	"kubeconfig":         kubeconfigFault,
+	"lease-tamper":       leaseTamperFault,
+	"scale":              scaleFault,
+	"duplicate-identity": duplicateIdentityFault,
 }
 
 func killFault(ctx context.Context, r *Runner, res *Result) error {
@@ -349,4 +350,65 @@ func (r *Runner) liveIDs() []string {
 	}
 	slices.Sort(ids)
 	return ids
+}
+
+// duplicateIdentityFault starts a second process with the --replica-id of
+// the live replica holding the most clusters (a force-deleted pod whose node
+// heals, an id typed twice) and keeps it running past the lease duration.
+// It is another incarnation: it must never own a cluster while the first
+// lives (its journal), I1 checks both processes' authority and remote
+// writes apart, and the first keeps every cluster it held. Then it is
+// stopped with SIGTERM.
+func duplicateIdentityFault(ctx context.Context, r *Runner, res *Result) error {
+	victim, owned, err := r.victim(ctx)
+	if err != nil {
+		return err
+	}
+	res.Victim = victim
+	dup, err := r.spawn(victim)
+	if err != nil {
+		return err
+	}
+	at := time.Now()
+	_ = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		select {
+		case <-dup.exited:
+			return true, nil
+		default:
+		}
+		return time.Since(at) > r.o.LeaseDuration+2*time.Second, nil
+	})
+	if entries, err := ReadJournal(dup.journal); err == nil {
+		for _, e := range entries {
+			if e.Event == shard.JournalOwned {
+				res.note("I1", "the second process of %s owned %s at %s while the first lived", victim, e.Cluster, e.Time.Format(time.StampMicro))
+			}
+		}
+	}
+	holders, err := r.holders(ctx)
+	if err != nil {
+		return err
+	}
+	for _, c := range owned {
+		if holders[c] != victim {
+			res.note("I2", "%s moved from %s to %q while a second process of it ran", c, victim, holders[c])
+		}
+	}
+	dup.expectExit, dup.termed = true, true
+	if err := dup.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		return err
+	}
+	select {
+	case <-dup.exited:
+		dup.killedAt = time.Now()
+	case <-time.After(30 * time.Second):
+		_ = dup.cmd.Process.Kill()
+		<-dup.exited
+		dup.killedAt = time.Now()
+		return fmt.Errorf("the second process of %s did not exit within 30s of SIGTERM", victim)
+	}
+	if code := dup.cmd.ProcessState.ExitCode(); code != 0 {
+		return fmt.Errorf("the second process of %s exited with status %d after SIGTERM", victim, code)
+	}
+	return nil
 }

@@ -47,22 +47,33 @@ type incarnations struct {
 }
 
 func (r *Runner) startReplica(id string) error {
+	rep, err := r.spawn(id)
+	if err != nil {
+		return err
+	}
+	r.reps.live[id] = rep
+	return nil
+}
+
+// spawn starts one more process with --replica-id id and records it for the
+// checker, without making it the live process of id.
+func (r *Runner) spawn(id string) (*replica, error) {
 	n := r.reps.count[id]
 	r.reps.count[id] = n + 1
 	base := filepath.Join(r.dir, id+"."+strconv.Itoa(n))
 	logf, err := os.Create(base + ".log")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	kubeconfig, err := r.replicaKubeconfig(id)
 	if err != nil {
 		_ = logf.Close()
-		return err
+		return nil, err
 	}
 	probe, err := freeLoopbackAddr()
 	if err != nil {
 		_ = logf.Close()
-		return err
+		return nil, err
 	}
 	lease := r.o.LeaseDuration
 	cmd := exec.Command(r.o.Binary, "run",
@@ -75,7 +86,7 @@ func (r *Runner) startReplica(id string) error {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		_ = logf.Close()
-		return err
+		return nil, err
 	}
 	rep := &replica{id: id, journal: base + ".journal", probe: probe, cmd: cmd, exited: make(chan struct{})}
 	go func() {
@@ -84,8 +95,7 @@ func (r *Runner) startReplica(id string) error {
 		close(rep.exited)
 	}()
 	r.reps.all = append(r.reps.all, rep)
-	r.reps.live[id] = rep
-	return nil
+	return rep, nil
 }
 
 // startReady starts the replicas ids together and waits until each is ready.

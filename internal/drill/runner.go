@@ -24,7 +24,7 @@ import (
 const Namespace = "clustershard-system"
 
 // Scenarios are the faults the runner knows, in the order it runs them.
-var Scenarios = []string{"kill", "term", "pause", "partition", "apiserver-restart", "rolling", "remote-down", "kubeconfig", "lease-tamper", "scale"}
+var Scenarios = []string{"kill", "term", "pause", "partition", "apiserver-restart", "rolling", "remote-down", "kubeconfig", "lease-tamper", "scale", "duplicate-identity"}
 
 // Options size and time a drill.
 type Options struct {

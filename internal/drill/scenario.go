@@ -28,7 +28,7 @@ func (r *Runner) holders(ctx context.Context) (map[string]string, error) {
 	out := map[string]string{}
 	for _, l := range list.Items {
 		if c := shard.LeaseCluster(&l); c != "" && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "" {
-			out[c] = *l.Spec.HolderIdentity
+			out[c] = shard.HolderName(*l.Spec.HolderIdentity)
 		}
 	}
 	return out, nil

@@ -40,6 +40,9 @@ import (
 type Options struct {
 	// Identity is the replica's name.
 	Identity string
+	// Incarnation tells this process apart from others started with the
+	// same Identity (shard.Options.Incarnation); random when empty.
+	Incarnation string
 	// Namespace holds the Leases.
 	Namespace string
 	// Scheme must know the built-in kinds and the clustershard API.
@@ -136,7 +139,10 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (*Replica, error) {
 	rp := &Replica{Manager: mgr, opts: o, notifier: &remotecluster.Notifier{}}
 
 	so := o.Shard
-	so.Identity, so.Namespace, so.Client, so.Reader, so.Kube = o.Identity, o.Namespace, direct, mgr.GetClient(), kube
+	if o.Incarnation == "" {
+		o.Incarnation = shard.NewIncarnation()
+	}
+	so.Identity, so.Incarnation, so.Namespace, so.Client, so.Reader, so.Kube = o.Identity, o.Incarnation, o.Namespace, direct, mgr.GetClient(), kube
 	so.Handler = rp.notifier
 	so.Logger = o.Logger.WithName("shard")
 	so.Clusters = func() ([]string, error) {
@@ -188,7 +194,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (*Replica, error) {
 	}
 	rec := &remotecluster.Reconciler{
 		Client: mgr.GetClient(), Scheme: o.Scheme, Registry: rp.Registry, Ownership: rp.Coordinator,
-		Identity: o.Identity, Recorder: mgr.GetEventRecorder("clustershard-remotecluster"),
+		Identity: o.Identity, Holder: shard.HolderIdentity(o.Identity, o.Incarnation), Recorder: mgr.GetEventRecorder("clustershard-remotecluster"),
 		KubeConfig: o.KubeConfig, Kinds: o.Kinds, ProbeTimeout: o.ProbeTimeout,
 		Charts: rp.charts, Enqueue: rp.notifier.Notify, Resync: o.Resync, CleanupTimeout: o.CleanupTimeout,
 	}

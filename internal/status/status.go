@@ -21,17 +21,24 @@ import (
 
 // Cluster is one RemoteCluster's row.
 type Cluster struct {
-	Name      string        `json:"name"`
-	Owner     string        `json:"owner"`
-	LeaseAge  time.Duration `json:"leaseAge"`
-	Connected string        `json:"connected"`
-	Ready     string        `json:"ready"`
-	Objects   int           `json:"objects"`
+	Name  string `json:"name"`
+	Owner string `json:"owner"`
+	// Incarnation is the process of Owner named by the Lease.
+	Incarnation string `json:"incarnation,omitempty"`
+	// NotRunning says why Owner cannot be running the cluster (its
+	// membership expired or is held by another process of it); "" when
+	// it can.
+	NotRunning string        `json:"notRunning,omitempty"`
+	LeaseAge   time.Duration `json:"leaseAge"`
+	Connected  string        `json:"connected"`
+	Ready      string        `json:"ready"`
+	Objects    int           `json:"objects"`
 }
 
 // Replica is one replica's row.
 type Replica struct {
 	Name          string        `json:"name"`
+	Incarnation   string        `json:"incarnation"`
 	Owned         int           `json:"owned"`
 	MembershipAge time.Duration `json:"membershipAge"`
 	Leaving       bool          `json:"leaving"`
@@ -90,24 +97,34 @@ func Collect(ctx context.Context, c client.Reader, namespace string, kinds []rep
 			if holder == "" {
 				continue
 			}
-			rep := &Replica{Name: holder, Leaving: l.Annotations[shard.LeavingAnnotation] == "true"}
+			rep := &Replica{Name: shard.HolderName(holder), Incarnation: holder, Leaving: l.Annotations[shard.LeavingAnnotation] == "true"}
 			if l.Spec.AcquireTime != nil {
 				rep.MembershipAge = now.Sub(l.Spec.AcquireTime.Time).Round(time.Second)
 			}
 			if l.Spec.RenewTime != nil && l.Spec.LeaseDurationSeconds != nil {
 				rep.Expired = now.Sub(l.Spec.RenewTime.Time) > time.Duration(*l.Spec.LeaseDurationSeconds)*time.Second
 			}
-			replicas[holder] = rep
+			replicas[rep.Name] = rep
 		}
 	}
 	for _, rc := range rcs.Items {
 		row := Cluster{Name: rc.Name, Objects: objects[rc.Name], Connected: cond(rc, v1alpha1.ConditionConnected), Ready: cond(rc, v1alpha1.ConditionReady)}
 		if l := holders[rc.Name]; l != nil && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "" {
-			row.Owner = *l.Spec.HolderIdentity
+			row.Incarnation = *l.Spec.HolderIdentity
+			row.Owner = shard.HolderName(row.Incarnation)
 			if l.Spec.AcquireTime != nil {
 				row.LeaseAge = now.Sub(l.Spec.AcquireTime.Time).Round(time.Second)
 			}
-			if rep, ok := replicas[row.Owner]; ok && !rep.Expired {
+			rep, ok := replicas[row.Owner]
+			switch {
+			case !ok:
+				row.NotRunning = "not a member"
+			case rep.Expired:
+				row.NotRunning = "membership expired"
+			case rep.Incarnation != row.Incarnation:
+				row.NotRunning = "held by an earlier process (" + row.Incarnation + "; the member is " + rep.Incarnation + ")"
+			}
+			if row.NotRunning == "" {
 				rep.Owned++
 			} else {
 				r.Unowned++
@@ -138,8 +155,11 @@ func (r *Report) WriteTable(w io.Writer) error {
 	fmt.Fprintln(tw, "CLUSTER\tOWNER\tLEASE AGE\tCONNECTED\tREADY\tOBJECTS")
 	for _, c := range r.Clusters {
 		owner := c.Owner
-		if owner == "" {
+		switch {
+		case owner == "":
 			owner = "<none>"
+		case c.NotRunning != "":
+			owner += " (not running: " + c.NotRunning + ")"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\n", c.Name, owner, c.LeaseAge, c.Connected, c.Ready, c.Objects)
 	}

@@ -109,7 +109,10 @@ func (o *options) run(ctx context.Context) error {
 	if err := o.validateRun(); err != nil {
 		return err
 	}
-	log := zap.New(zap.UseFlagOptions(&o.zap)).WithValues("replica", o.replicaID)
+	if o.incarnation == "" {
+		o.incarnation = shard.NewIncarnation()
+	}
+	log := zap.New(zap.UseFlagOptions(&o.zap)).WithValues("replica", o.replicaID, "incarnation", o.incarnation)
 	ctrl.SetLogger(log)
 	cfg, err := o.restConfig()
 	if err != nil {
@@ -124,7 +127,7 @@ func (o *options) run(ctx context.Context) error {
 	}
 	defer closeJournal()
 	rp, err := replica.New(ctx, cfg, replica.Options{
-		Identity: o.replicaID, Namespace: o.namespace, Scheme: scheme.New(), Kinds: o.parsedKinds,
+		Identity: o.replicaID, Incarnation: o.incarnation, Namespace: o.namespace, Scheme: scheme.New(), Kinds: o.parsedKinds,
 		KubeConfig: kubeconfig.Options{AllowExec: o.allowExec, QPS: o.clientQPS, Burst: o.clientBurst, Timeout: o.remoteTimeout},
 		Shard: shard.Options{
 			LeaseDuration: o.leaseDuration, RenewDeadline: o.renewDeadline, RetryPeriod: o.retryPeriod,
@@ -151,7 +154,7 @@ func (o *options) run(ctx context.Context) error {
 		if leaked != "" {
 			log.Error(nil, "Goroutines still running after shutdown", "goroutines", leaked)
 		}
-		journal(shard.JournalEntry{Time: time.Now(), Replica: o.replicaID, Event: shard.JournalExit, Detail: leaked})
+		journal(shard.JournalEntry{Time: time.Now(), Replica: o.replicaID, Incarnation: o.incarnation, Event: shard.JournalExit, Detail: leaked})
 	}
 	return nil
 }

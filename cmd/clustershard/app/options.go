@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -24,6 +25,7 @@ type options struct {
 	kinds      []string
 
 	replicaID       string
+	incarnation     string
 	leaseDuration   time.Duration
 	renewDeadline   time.Duration
 	retryPeriod     time.Duration
@@ -68,6 +70,7 @@ func (o *options) addCommon(fs *pflag.FlagSet) {
 // addRun registers the flags of `run`.
 func (o *options) addRun(fs *pflag.FlagSet) {
 	fs.StringVar(&o.replicaID, "replica-id", os.Getenv("POD_NAME"), "This replica's identity (default $POD_NAME).")
+	fs.StringVar(&o.incarnation, "incarnation", os.Getenv("POD_UID"), "What tells this process apart from any other started with the same --replica-id (default $POD_UID; random when empty). Leases are held by replica-id@incarnation: a second process with the same --replica-id waits until the first is gone.")
 	fs.DurationVar(&o.leaseDuration, "lease-duration", 15*time.Second, "Membership Lease duration.")
 	fs.DurationVar(&o.renewDeadline, "renew-deadline", 10*time.Second, "Membership renew deadline; ownership is fenced past it.")
 	fs.DurationVar(&o.retryPeriod, "retry-period", 2*time.Second, "Membership renew period.")
@@ -122,6 +125,12 @@ func (o *options) validateRun() error {
 	}
 	if len(o.replicaID) > 63 {
 		errs = append(errs, fmt.Errorf("--replica-id %q is longer than 63 characters", o.replicaID))
+	}
+	if strings.Contains(o.replicaID, "@") {
+		errs = append(errs, fmt.Errorf("--replica-id %q may not contain '@'", o.replicaID))
+	}
+	if err := shard.ValidateIncarnation(o.incarnation); err != nil {
+		errs = append(errs, fmt.Errorf("--incarnation: %w", err))
 	}
 	if err := shard.ValidateTiming(o.leaseDuration, o.renewDeadline, o.retryPeriod); err != nil {
 		errs = append(errs, fmt.Errorf("--lease-duration %v, --renew-deadline %v, --retry-period %v: %w", o.leaseDuration, o.renewDeadline, o.retryPeriod, err))
