@@ -67,6 +67,9 @@ type Coordinator struct {
 	ready    atomic.Bool // a first pass was made
 	caughtUp atomic.Bool // every assigned cluster acquired once (or CatchUpTimeout passed)
 	crashed  atomic.Bool // test hook: behave as a dead process
+	// timings are the timings last logged per membership Lease that
+	// publishes other timings than ours.
+	timings map[string]string
 	// notStopped are clusters whose manager's stop timed out when they were
 	// lost: their Lease is marked abandoned, never released (sweep).
 	notStopped map[string]bool
@@ -99,10 +102,10 @@ func New(o Options) (*Coordinator, error) {
 	c := &Coordinator{
 		o:        o,
 		log:      o.Logger,
-		obs:      newObserver(o.LeaseDuration),
+		obs:      newObserver(o.LeaseDuration, o.RenewDeadline),
 		limit:    rate.NewLimiter(rate.Limit(o.MovesPerSecond), max(1, int(o.MovesPerSecond))),
 		kick:     make(chan struct{}, 1),
-		clusters: map[string]*cluster{}, notStopped: map[string]bool{},
+		clusters: map[string]*cluster{}, notStopped: map[string]bool{}, timings: map[string]string{},
 		wanted: map[string]time.Time{},
 	}
 	c.member = &membership{o: &c.o, onLapse: c.Kick, writes: func(verb string) { c.countWrite(verb, "membership") }}
@@ -332,6 +335,7 @@ func (c *Coordinator) step(ctx context.Context) {
 		return
 	}
 	live, leaving := c.obs.members(members, now)
+	c.noteTimings(members)
 	view := View{Members: map[string]bool{}, Holders: map[string]Holding{}}
 	for m := range live {
 		view.Members[HolderName(m)] = !leaving[m]
@@ -494,7 +498,7 @@ func (c *Coordinator) unowned(names []string, leases map[string]*coordinationv1.
 			if !selfValid || c.untracked(name) {
 				n++ // fenced, or a Lease naming us that we do not run
 			}
-		case !live[h] || !c.obs.changedWithin(MemberLeaseName(HolderName(h)), now, c.o.RenewDeadline):
+		case !live[h] || !c.obs.changedWithin(MemberLeaseName(HolderName(h)), now, c.obs.renewFor(MemberLeaseName(HolderName(h)))):
 			n++
 		}
 	}
@@ -592,17 +596,18 @@ func (c *Coordinator) free(ctx context.Context, name string, l *coordinationv1.L
 	case err != nil:
 		return false
 	}
-	if h := holderOf(&fresh); h != "" && h != holder {
-		// Another process of that replica holds its membership Lease (a
-		// restart, or this one): an elector takes a Lease held by someone
-		// else only once it has seen it unchanged for a lease duration, so
-		// the holder's membership, and its authority, ended before.
-		return true
-	}
 	// The fresh read is stamped when it returned (see step).
 	read := time.Now()
 	changed := c.obs.observe(&fresh, read)
-	return read.Sub(changed) > c.o.LeaseDuration
+	if h := holderOf(&fresh); h != "" && h != holder {
+		// Another process of that replica holds its membership Lease (a
+		// restart, or this one). Its elector waited the lease duration of
+		// the Lease's spec, whole seconds (5 s for 5.99 s), which may be
+		// shorter than the holder's renew deadline: judge by when the
+		// holder was last seen renewing, against the timings it published.
+		return c.obs.replacedFor(memberLease, holder, read)
+	}
+	return read.Sub(changed) > c.obs.leaseFor(memberLease)
 }
 
 // acquire takes the cluster Lease (create, or update on the version read) and

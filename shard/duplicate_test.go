@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/clustershard/clustershard/shard"
 )
 
 // sampleOwnership records, every 2 ms until ctx ends, which instance may
@@ -86,5 +88,45 @@ func TestSameIdentityTwoProcesses(t *testing.T) {
 	<-sampled
 	if v := append(tr.check(), writes.check()...); len(v) > 0 {
 		t.Fatalf("overlaps: %v", v[:min(len(v), 6)])
+	}
+}
+
+// A second process of one identity takes the membership Lease of a frozen
+// first process once client-go's elector has seen it unchanged for the
+// lease duration in the Lease's spec, which is whole seconds: 5 s for the
+// first's 5.99 s, less than its 5.9 s renew deadline. The first's clusters
+// are taken only once its published lease duration has passed since it was
+// last seen renewing.
+func TestSameIdentityShorterTimings(t *testing.T) {
+	ns := namespace(t, "same-identity-timings")
+	clusters := names(6)
+	tr, writes := newTracker(), newTracker()
+	in := map[string]*instance{}
+	in["a#1"] = startInstanceWith(t, ns, "a", clusters, trackingHandler{"a#1", tr}, nil, func(o *shard.Options) {
+		o.LeaseDuration, o.RenewDeadline, o.RetryPeriod = 5990*time.Millisecond, 5900*time.Millisecond, 80*time.Millisecond
+	})
+	if err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
+		return ownsAll(in["a#1"], clusters), nil
+	}); err != nil {
+		t.Fatal("the first process never owned every cluster")
+	}
+	in["a#2"] = startInstance(t, ns, "a", clusters, trackingHandler{"a#2", tr})
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	sampled := sampleOwnership(ctx, in, clusters, writes)
+	time.Sleep(time.Second) // a#2 has seen a#1 renew
+	resume := in["a#1"].c.Pause()
+	defer resume()
+	paused := time.Now()
+	if err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
+		return ownsAll(in["a#2"], clusters), nil
+	}); err != nil {
+		t.Fatal("the second process did not take over from the frozen first")
+	}
+	t.Logf("second process owns every cluster %v after the first froze (first: lease 5.99s, renew 5.9s; second: lease %v)", time.Since(paused).Round(time.Millisecond), leaseDuration)
+	cancel()
+	<-sampled
+	if v := writes.check(); len(v) > 0 {
+		t.Fatalf("write permissions overlapped: %v", v[:min(len(v), 6)])
 	}
 }

@@ -28,6 +28,13 @@ const (
 	ReleasedByAnnotation = "clustershard.io/released-by"
 	// RoleLabel tells membership and cluster Leases apart.
 	RoleLabel = "clustershard.io/lease-role"
+	// LeaseDurationLabel and RenewDeadlineLabel on a membership Lease
+	// publish its holder's timings (Go durations, "15s"), written with every
+	// renewal: an observer judges the holder expired only after the longer
+	// of its own and the holder's lease duration, so replicas started with
+	// different timing flags never overlap.
+	LeaseDurationLabel = "clustershard.io/lease-duration"
+	RenewDeadlineLabel = "clustershard.io/renew-deadline"
 
 	maxLeaseName = 253
 	// hashChars of a SHA-256 (160 bits) end a cut Lease name.

@@ -86,7 +86,11 @@ func (m *membership) run(ctx context.Context) {
 				LeaseMeta:  leaseMeta(m.o.Namespace, MemberLeaseName(m.o.Identity)),
 				Client:     m.o.Kube.CoordinationV1(),
 				LockConfig: resourcelock.ResourceLockConfig{Identity: m.o.self},
-				Labels:     map[string]string{RoleLabel: "member"},
+				Labels: map[string]string{
+					RoleLabel:          "member",
+					LeaseDurationLabel: m.o.LeaseDuration.String(),
+					RenewDeadlineLabel: m.o.RenewDeadline.String(),
+				},
 			},
 			m: m,
 		}

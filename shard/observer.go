@@ -13,6 +13,7 @@ import (
 // clock. A remote renewTime is never compared with the local clock.
 type observer struct {
 	leaseDuration time.Duration
+	renewDeadline time.Duration
 	started       time.Time
 	seen          map[string]observation // by Lease name
 }
@@ -21,19 +22,90 @@ type observation struct {
 	resourceVersion string    // "" while the Lease is absent
 	changed         time.Time // local time the current version (or absence) was first seen
 	holder          string    // the last non-empty holder seen, across versions
+	// lease and renew are the timings a membership Lease publishes (zero
+	// when it publishes none).
+	lease, renew time.Duration
+	// firstSeen is when the Lease was first seen at all; prev is the
+	// holder before the current one, as last seen.
+	firstSeen time.Time
+	prev      tenure
 }
 
-func newObserver(leaseDuration time.Duration) *observer {
-	return &observer{leaseDuration: leaseDuration, started: time.Now(), seen: map[string]observation{}}
+// tenure is a holder's time on a membership Lease, as last seen.
+type tenure struct {
+	holder       string
+	lastRenewal  time.Time // local time its last version was first seen
+	lease, renew time.Duration
+}
+
+func newObserver(leaseDuration, renewDeadline time.Duration) *observer {
+	return &observer{leaseDuration: leaseDuration, renewDeadline: renewDeadline, started: time.Now(), seen: map[string]observation{}}
+}
+
+// published reads the timings a membership Lease publishes; zero for a
+// label that is absent or not a positive duration.
+func published(l *coordinationv1.Lease) (lease, renew time.Duration) {
+	parse := func(key string) time.Duration {
+		d, err := time.ParseDuration(l.Labels[key])
+		if err != nil || d <= 0 {
+			return 0
+		}
+		return d
+	}
+	return parse(LeaseDurationLabel), parse(RenewDeadlineLabel)
+}
+
+// holderLease names the membership Lease whose timings govern the Lease
+// named name: itself for a membership Lease, the last holder's for a
+// cluster Lease.
+func (o *observer) holderLease(name string) string {
+	if strings.HasPrefix(name, MemberLeasePrefix) {
+		return name
+	}
+	if h := o.seen[name].holder; h != "" {
+		return MemberLeaseName(HolderName(h))
+	}
+	return ""
+}
+
+// leaseFor is how long the Lease named name must be seen unchanged before
+// its holder is judged gone: the longer of this replica's lease duration
+// and the one its holder publishes, and always more than the holder's
+// published renew deadline (past which the holder has fenced itself).
+func (o *observer) leaseFor(name string) time.Duration {
+	d := o.leaseDuration
+	if m := o.holderLease(name); m != "" {
+		ob := o.seen[m]
+		d = max(d, ob.lease, ob.renew+o.leaseDuration-o.renewDeadline)
+	}
+	return d
+}
+
+// renewFor is the renew deadline of the holder of the Lease named name:
+// the longer of this replica's and the one it publishes.
+func (o *observer) renewFor(name string) time.Duration {
+	d := o.renewDeadline
+	if m := o.holderLease(name); m != "" {
+		d = max(d, o.seen[m].renew)
+	}
+	return d
 }
 
 // observe records the current version of a Lease and returns when it last changed.
 func (o *observer) observe(l *coordinationv1.Lease, now time.Time) time.Time {
 	ob, ok := o.seen[l.Name]
 	if !ok || ob.resourceVersion != l.ResourceVersion {
-		ob = observation{resourceVersion: l.ResourceVersion, changed: now, holder: ob.holder}
-		if l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "" {
-			ob.holder = *l.Spec.HolderIdentity
+		prev := ob
+		ob = observation{resourceVersion: l.ResourceVersion, changed: now, holder: prev.holder, firstSeen: prev.firstSeen, prev: prev.prev}
+		if !ok {
+			ob.firstSeen = now
+		}
+		ob.lease, ob.renew = published(l)
+		if h := l.Spec.HolderIdentity; h != nil && *h != "" {
+			if prev.holder != "" && prev.holder != *h {
+				ob.prev = tenure{holder: prev.holder, lastRenewal: prev.changed, lease: prev.lease, renew: prev.renew}
+			}
+			ob.holder = *h
 		}
 		o.seen[l.Name] = ob
 	}
@@ -51,6 +123,20 @@ func (o *observer) absent(present map[string]*coordinationv1.Lease, now time.Tim
 	}
 }
 
+// replacedFor reports whether holder, which another process has replaced on
+// the membership Lease named name, was last seen renewing it longer ago than
+// its lease duration (the longer of ours and the one it published): its
+// authority has ended whatever the timings of the process that replaced it.
+// A holder never seen there counts from when the Lease was first seen.
+func (o *observer) replacedFor(name, holder string, now time.Time) bool {
+	ob := o.seen[name]
+	if ob.prev.holder != holder {
+		return now.Sub(ob.firstSeen) > o.leaseDuration
+	}
+	p := ob.prev
+	return now.Sub(p.lastRenewal) > max(o.leaseDuration, p.lease, p.renew+o.leaseDuration-o.renewDeadline)
+}
+
 // lastHolder returns the last non-empty holder seen on the Lease named name.
 func (o *observer) lastHolder(name string) string { return o.seen[name].holder }
 
@@ -58,7 +144,7 @@ func (o *observer) lastHolder(name string) string { return o.seen[name].holder }
 // or absent, for at least the lease duration. A Lease never seen counts from
 // the observer's start.
 func (o *observer) unchangedFor(name string, now time.Time) bool {
-	return now.Sub(o.changedAt(name)) > o.leaseDuration
+	return now.Sub(o.changedAt(name)) > o.leaseFor(name)
 }
 
 // changedAt returns when the Lease named name was last seen to change; a
@@ -89,7 +175,7 @@ func (o *observer) members(leases []coordinationv1.Lease, now time.Time) (live m
 		if l.Spec.HolderIdentity != nil {
 			holder = *l.Spec.HolderIdentity
 		}
-		if holder == "" || MemberLeaseName(HolderName(holder)) != l.Name || now.Sub(changed) > o.leaseDuration {
+		if holder == "" || MemberLeaseName(HolderName(holder)) != l.Name || now.Sub(changed) > o.leaseFor(l.Name) {
 			continue
 		}
 		live[holder] = true
@@ -98,4 +184,26 @@ func (o *observer) members(leases []coordinationv1.Lease, now time.Time) (live m
 		}
 	}
 	return live, leaving
+}
+
+// noteTimings logs, once per change, every membership Lease whose holder
+// publishes other timings than this replica's: observers then wait for the
+// longer lease duration, so take-overs from it are slower than configured.
+func (c *Coordinator) noteTimings(members []coordinationv1.Lease) {
+	for i := range members {
+		l := &members[i]
+		lease, renew := published(l)
+		if l.Name == MemberLeaseName(c.o.Identity) || lease == 0 || (lease == c.o.LeaseDuration && renew == c.o.RenewDeadline) {
+			delete(c.timings, l.Name)
+			continue
+		}
+		key := lease.String() + "/" + renew.String()
+		if c.timings[l.Name] == key {
+			continue
+		}
+		c.timings[l.Name] = key
+		c.log.Info("A replica runs with other timings; its take-overs wait for the longer lease duration",
+			"member", holderOf(l), "leaseDuration", lease, "renewDeadline", renew,
+			"ownLeaseDuration", c.o.LeaseDuration, "ownRenewDeadline", c.o.RenewDeadline)
+	}
 }
