@@ -2,6 +2,7 @@ package shard
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -34,7 +35,11 @@ type cluster struct {
 	phase phase
 	epoch uint64
 	since time.Time
-	ops   sync.Mutex // serialises Handler calls of the cluster
+	// handler serialises the Handler calls of the cluster; users counts
+	// its WithOwnership callbacks. A stop waits for both at most
+	// StopTimeout.
+	handler handlerLock
+	users   callbacks
 
 	// Until its manager first runs after an acquisition: when the ring
 	// assigned the cluster here and since when it had no running manager.
@@ -247,8 +252,12 @@ func (c *Coordinator) WriteDeadline(name string) (time.Time, error) {
 	return until, nil
 }
 
-// WithOwnership runs f while this replica owns cluster; hand-over waits for f.
-// It returns ErrNotOwner without calling f otherwise.
+// WithOwnership runs f while this replica owns cluster; callbacks of one
+// cluster may run at once. A hand-over or loss waits for f at most
+// StopTimeout (f's new writes are fenced from its start, and the manager
+// stops meanwhile); past that the Lease is abandoned, not released, so
+// others take it only after a lease duration. It returns ErrNotOwner
+// without calling f when the cluster is not owned.
 func (c *Coordinator) WithOwnership(name string, f func() error) error {
 	c.mu.Lock()
 	st := c.clusters[name]
@@ -256,8 +265,10 @@ func (c *Coordinator) WithOwnership(name string, f func() error) error {
 	if st == nil {
 		return fmt.Errorf("%w: %q", ErrNotOwner, name)
 	}
-	st.ops.Lock()
-	defer st.ops.Unlock()
+	// Counted before the check: a hand-over that begins after it waits for
+	// f (at most StopTimeout, then it abandons the Lease).
+	st.users.enter()
+	defer st.users.leave()
 	if !c.Owns(name) {
 		return fmt.Errorf("%w: %q", ErrNotOwner, name)
 	}
@@ -296,7 +307,9 @@ func (c *Coordinator) Run(ctx context.Context, shutdownTimeout time.Duration) er
 // listLeases reads the membership and cluster Leases.
 func (c *Coordinator) listLeases(ctx context.Context) (members []coordinationv1.Lease, clusters map[string]*coordinationv1.Lease, err error) {
 	var list coordinationv1.LeaseList
-	if err := c.o.Reader.List(ctx, &list, client.InNamespace(c.o.Namespace), client.HasLabels{RoleLabel}); err != nil {
+	cctx, cancel := c.call(ctx)
+	defer cancel()
+	if err := c.o.Reader.List(cctx, &list, client.InNamespace(c.o.Namespace), client.HasLabels{RoleLabel}); err != nil {
 		return nil, nil, err
 	}
 	clusters = map[string]*coordinationv1.Lease{}
@@ -521,7 +534,9 @@ func (c *Coordinator) cacheBehind(ctx context.Context, name string, cached *coor
 		return false
 	}
 	var fresh coordinationv1.Lease
-	if err := c.o.Client.Get(ctx, types.NamespacedName{Namespace: c.o.Namespace, Name: ClusterLeaseName(name)}, &fresh); err != nil {
+	cctx, cancel := c.call(ctx)
+	defer cancel()
+	if err := c.o.Client.Get(cctx, types.NamespacedName{Namespace: c.o.Namespace, Name: ClusterLeaseName(name)}, &fresh); err != nil {
 		return false
 	}
 	return holderOf(&fresh) == c.o.self
@@ -589,7 +604,9 @@ func (c *Coordinator) free(ctx context.Context, name string, l *coordinationv1.L
 		return false
 	}
 	var fresh coordinationv1.Lease
-	err := c.o.Client.Get(ctx, types.NamespacedName{Namespace: c.o.Namespace, Name: memberLease}, &fresh)
+	cctx, cancel := c.call(ctx)
+	err := c.o.Client.Get(cctx, types.NamespacedName{Namespace: c.o.Namespace, Name: memberLease}, &fresh)
+	cancel()
 	switch {
 	case apierrors.IsNotFound(err):
 		return true
@@ -629,7 +646,9 @@ func (c *Coordinator) acquire(ctx context.Context, name string, l *coordinationv
 			HolderIdentity: ptr.To(c.o.self), AcquireTime: &now, RenewTime: &now,
 			LeaseDurationSeconds: ptr.To(int32(c.o.LeaseDuration / time.Second)), LeaseTransitions: ptr.To(int32(0)),
 		}
-		err = c.o.Client.Create(ctx, l)
+		cctx, cancel := c.call(ctx)
+		err = c.o.Client.Create(cctx, l)
+		cancel()
 		c.countWrite("create", "cluster")
 	} else {
 		l = l.DeepCopy()
@@ -649,7 +668,9 @@ func (c *Coordinator) acquire(ctx context.Context, name string, l *coordinationv
 		l.Spec.HolderIdentity = ptr.To(c.o.self)
 		l.Spec.AcquireTime, l.Spec.RenewTime = &now, &now
 		l.Spec.LeaseDurationSeconds = ptr.To(int32(c.o.LeaseDuration / time.Second))
-		err = c.o.Client.Update(ctx, l) // optimistic concurrency on the version we judged
+		cctx, cancel := c.call(ctx)
+		err = c.o.Client.Update(cctx, l) // optimistic concurrency on the version we judged
+		cancel()
 		c.countWrite("update", "cluster")
 	}
 	if err != nil {
@@ -661,7 +682,7 @@ func (c *Coordinator) acquire(ctx context.Context, name string, l *coordinationv
 		return fmt.Errorf("membership lapsed while acquiring")
 	}
 	c.o.journal(time.Now(), JournalOwned, name) // before authority begins
-	st := &cluster{phase: phaseOwned, epoch: epoch, since: time.Now()}
+	st := &cluster{phase: phaseOwned, epoch: epoch, since: time.Now(), handler: newHandlerLock()}
 	c.mu.Lock()
 	delete(c.notStopped, name) // the registry waits for a manager still stopping before it spawns
 	if old := c.clusters[name]; old != nil {
@@ -677,8 +698,8 @@ func (c *Coordinator) acquire(ctx context.Context, name string, l *coordinationv
 		metrics.LeaseTransitions.WithLabelValues(metrics.LeaseExpired).Inc()
 	}
 	go func() {
-		st.ops.Lock()
-		defer st.ops.Unlock()
+		_ = st.handler.lock(context.Background()) // a stop before it is bounded itself
+		defer st.handler.unlock()
 		if c.Owns(name) {
 			c.o.Handler.Acquired(ctx, name)
 		}
@@ -742,18 +763,33 @@ func (c *Coordinator) lose(ctx context.Context, name, reason string) {
 	c.log.Info("Cluster lost", "cluster", name, "reason", reason)
 	metrics.LeaseTransitions.WithLabelValues(metrics.LeaseLost).Inc()
 	go func() {
-		st.ops.Lock()
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.o.StopTimeout)
-		err := c.o.Handler.Lost(sctx, name)
+		sctx, cancel := c.stopBudget(ctx)
+		err := c.stop(sctx, name, st)
 		c.stopped(name, err)
 		if err != nil {
 			c.log.Error(err, "Remote manager did not stop in time", "cluster", name)
 		}
 		cancel()
-		st.ops.Unlock()
 		c.o.journal(time.Now(), JournalStopped, name)
 		c.done(name, st)
 	}()
+}
+
+// stop stops the cluster's manager (Handler.Lost) and waits for its
+// WithOwnership callbacks, both within ctx (StopTimeout): the callbacks'
+// new writes are fenced already, and stopping the manager makes their
+// remote calls fail, so they end sooner. An error (a callback or the
+// manager still running) makes the caller abandon the Lease rather than
+// release it.
+func (c *Coordinator) stop(ctx context.Context, name string, st *cluster) error {
+	drained := make(chan error, 1)
+	go func() { drained <- st.users.wait(ctx) }()
+	var lost error
+	if lost = st.handler.lock(ctx); lost == nil {
+		lost = c.o.Handler.Lost(ctx, name)
+		st.handler.unlock()
+	}
+	return errors.Join(lost, <-drained)
 }
 
 // handOver applies rule 3: stop (bounded), then release the Lease, or leave
@@ -773,12 +809,10 @@ func (c *Coordinator) handOver(ctx context.Context, name string, deleted bool) <
 	c.log.Info("Handing cluster over", "cluster", name)
 	go func() {
 		defer close(finished)
-		st.ops.Lock()
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.o.StopTimeout)
-		err := c.o.Handler.Lost(sctx, name)
+		sctx, cancel := c.stopBudget(ctx)
+		err := c.stop(sctx, name, st)
 		c.stopped(name, err)
 		cancel()
-		st.ops.Unlock()
 		c.o.journal(time.Now(), JournalStopped, name)
 		wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), c.o.RenewDeadline)
 		defer wcancel()
@@ -871,7 +905,11 @@ func (c *Coordinator) shutdown(ctx context.Context) error {
 	c.mu.Unlock()
 	if _, _, member := c.member.valid(); !member {
 		c.log.Info("Not a member: nothing to mark leaving")
-	} else if err := retry.RetryOnConflict(retry.DefaultRetry, func() error { return c.markLeaving(ctx) }); err != nil {
+	} else if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cctx, cancel := c.call(ctx)
+		defer cancel()
+		return c.markLeaving(cctx)
+	}); err != nil {
 		c.log.Error(err, "Cannot mark membership as leaving")
 	}
 	c.log.Info("Shutting down: handing every cluster over", "clusters", len(owned))
@@ -913,7 +951,9 @@ func (c *Coordinator) rejoin(ctx context.Context, members []coordinationv1.Lease
 			continue
 		}
 		patch := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"`+LeavingAnnotation+`":null}}}`))
-		err := c.o.Client.Patch(ctx, &coordinationv1.Lease{ObjectMeta: leaseMeta(c.o.Namespace, l.Name)}, patch)
+		cctx, cancel := c.call(ctx)
+		err := c.o.Client.Patch(cctx, &coordinationv1.Lease{ObjectMeta: leaseMeta(c.o.Namespace, l.Name)}, patch)
+		cancel()
 		c.countWrite("patch", "membership")
 		if err != nil {
 			c.log.Error(err, "Cannot clear the leaving mark of a previous incarnation")
