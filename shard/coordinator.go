@@ -72,6 +72,10 @@ type Coordinator struct {
 	ready    atomic.Bool // a first pass was made
 	caughtUp atomic.Bool // every assigned cluster acquired once (or CatchUpTimeout passed)
 	crashed  atomic.Bool // test hook: behave as a dead process
+	// unownedSince is the last pass's Unowned, for the next; acquireErr
+	// the last failed acquisition of each cluster (step only).
+	unownedSince map[string]Unowned
+	acquireErr   map[string]error
 	// timings are the timings last logged per membership Lease that
 	// publishes other timings than ours.
 	timings map[string]string
@@ -110,7 +114,7 @@ func New(o Options) (*Coordinator, error) {
 		obs:      newObserver(o.LeaseDuration, o.RenewDeadline),
 		limit:    rate.NewLimiter(rate.Limit(o.MovesPerSecond), max(1, int(o.MovesPerSecond))),
 		kick:     make(chan struct{}, 1),
-		clusters: map[string]*cluster{}, notStopped: map[string]bool{}, timings: map[string]string{},
+		clusters: map[string]*cluster{}, notStopped: map[string]bool{}, timings: map[string]string{}, acquireErr: map[string]error{},
 		wanted: map[string]time.Time{},
 	}
 	c.member = &membership{o: &c.o, onLapse: c.Kick, writes: func(verb string) { c.countWrite(verb, "membership") }}
@@ -124,6 +128,8 @@ type View struct {
 	Members map[string]bool
 	// Holders are the cluster Leases' holders, by cluster name.
 	Holders map[string]Holding
+	// Unowned are the clusters no replica may run a manager for.
+	Unowned map[string]Unowned
 }
 
 // Holding is one cluster Lease's holder and when it acquired the Lease.
@@ -462,8 +468,10 @@ func (c *Coordinator) step(ctx context.Context) {
 	for n, err := range c.acquireAll(ctx, free, leases, epoch, live) {
 		if err != nil {
 			c.log.V(1).Info("Cluster Lease not acquired", "cluster", n, "reason", err.Error())
+			c.acquireErr[n] = err
 			continue
 		}
+		delete(c.acquireErr, n)
 		delete(c.wanted, n)
 	}
 	c.catchUp(assign)
@@ -501,21 +509,73 @@ func (c *Coordinator) acquireAll(ctx context.Context, names []string, leases map
 // itself by rule 4 (its validity ends a renew deadline after its last
 // renewal was sent, which is before this replica saw it).
 func (c *Coordinator) unowned(names []string, leases map[string]*coordinationv1.Lease, live map[string]bool, selfValid bool, now time.Time) int {
-	n := 0
+	seen := map[string]Unowned{}
 	for _, name := range names {
 		h := holderOf(leases[ClusterLeaseName(name)])
+		why := ""
 		switch {
 		case h == "":
-			n++
+			why = "its Lease is free and no replica has acquired it"
+			if err := c.acquireErr[name]; err != nil {
+				why += " (the last acquisition by " + c.o.Identity + " failed: " + err.Error() + ")"
+			}
 		case h == c.o.self:
 			if !selfValid || c.untracked(name) {
-				n++ // fenced, or a Lease naming us that we do not run
+				why = "its Lease names " + c.o.self + ", which does not run it" // fenced, or forgotten
 			}
 		case !live[h] || !c.obs.changedWithin(MemberLeaseName(HolderName(h)), now, c.obs.renewFor(MemberLeaseName(HolderName(h)))):
-			n++
+			why = "its Lease names " + h + ", whose membership is not renewed"
+		}
+		if why == "" {
+			continue
+		}
+		u := Unowned{Since: now, Why: why}
+		if prev, ok := c.unownedSince[name]; ok {
+			u.Since = prev.Since
+		}
+		seen[name] = u
+	}
+	c.unownedSince = seen
+	c.mu.Lock()
+	c.view.Unowned = seen
+	c.mu.Unlock()
+	return len(seen)
+}
+
+// Unowned is a cluster no replica may run a manager for, as this replica
+// judged it on consecutive passes.
+type Unowned struct {
+	// Since is the first pass of the current run of passes that judged it
+	// unowned (local clock).
+	Since time.Time
+	// Why says what keeps it unowned, in words for a condition.
+	Why string
+}
+
+// UnownedCluster reports whether the last pass judged cluster unowned (no
+// replica may run its manager), since when and why.
+func (c *Coordinator) UnownedCluster(name string) (Unowned, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	u, ok := c.view.Unowned[name]
+	return u, ok
+}
+
+// Reporter reports whether this replica reports on clusters nobody runs:
+// the valid member with the smallest name in its view, so one replica
+// writes each such condition.
+func (c *Coordinator) Reporter() bool {
+	if _, _, ok := c.member.valid(); !ok {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for m := range c.view.Members {
+		if m < c.o.Identity {
+			return false
 		}
 	}
-	return n
+	return true
 }
 
 // cacheBehind reports whether the cached Lease of a cluster we hold is only

@@ -46,7 +46,8 @@ func ValidateIncarnation(s string) error {
 		return fmt.Errorf("incarnation %q is longer than 64 characters", s)
 	}
 	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_'
+		if !ok {
 			return fmt.Errorf("incarnation %q may hold only letters, digits, '-' and '_'", s)
 		}
 	}

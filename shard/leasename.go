@@ -34,6 +34,7 @@ const (
 	// of its own and the holder's lease duration, so replicas started with
 	// different timing flags never overlap.
 	LeaseDurationLabel = "clustershard.io/lease-duration"
+	// RenewDeadlineLabel publishes the renew deadline; see LeaseDurationLabel.
 	RenewDeadlineLabel = "clustershard.io/renew-deadline"
 
 	maxLeaseName = 253

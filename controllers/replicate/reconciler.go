@@ -22,6 +22,7 @@ import (
 	"github.com/clustershard/clustershard/controllers/replication"
 	"github.com/clustershard/clustershard/internal/metrics"
 	"github.com/clustershard/clustershard/registry"
+	"github.com/clustershard/clustershard/shard"
 )
 
 // ControllerName is the base name of the per-kind controllers.
@@ -32,8 +33,12 @@ const (
 	ReasonSynced          = "Synced"
 	ReasonClusterNotFound = "ClusterNotFound"
 	ReasonClusterNotReady = "ClusterNotReady"
-	ReasonSyncFailed      = "SyncFailed"
-	ReasonDeleting        = "DeletingRemoteCopy"
+	// ReasonClusterUnowned: no replica runs the source's cluster (its Lease
+	// is free and not acquired, or names a replica that does not renew)
+	// for longer than UnownedGrace; written by one replica, retried.
+	ReasonClusterUnowned = "ClusterUnowned"
+	ReasonSyncFailed     = "SyncFailed"
+	ReasonDeleting       = "DeletingRemoteCopy"
 	// ReasonWebhookRefused: an admission webhook of the remote cluster
 	// refused the copy.
 	ReasonWebhookRefused = "WebhookRefused"
@@ -81,6 +86,12 @@ type Ownership interface {
 	// Assigned reports whether the ring assigns the name to this replica;
 	// used to pick the one replica that reports an unknown cluster.
 	Assigned(cluster string) bool
+	// UnownedCluster reports whether no replica may run the cluster now,
+	// since when and why.
+	UnownedCluster(cluster string) (shard.Unowned, bool)
+	// Reporter reports whether this replica is the one that reports on
+	// clusters nobody runs.
+	Reporter() bool
 }
 
 // Reconciler replicates the sources of one kind.
@@ -95,6 +106,9 @@ type Reconciler struct {
 	Identity string
 	// Kind is the replicated kind.
 	Kind replication.Kind
+	// UnownedGrace is how long a source's cluster may have no running
+	// owner (a crash take-over) before the source says so (default 1m).
+	UnownedGrace time.Duration
 	// Recorder emits Events on sources.
 	Recorder events.EventRecorder
 
@@ -256,8 +270,11 @@ func (r *Reconciler) unowned(ctx context.Context, src *unstructured.Unstructured
 	}
 	var rc v1alpha1.RemoteCluster
 	err := r.Client.Get(ctx, client.ObjectKey{Name: cluster}, &rc)
+	if err == nil {
+		return r.nobodyRuns(ctx, src, cluster) // it exists: its owner syncs once it holds it
+	}
 	if !apierrors.IsNotFound(err) {
-		return ctrl.Result{}, client.IgnoreNotFound(err) // it exists: its owner will sync once it holds it
+		return ctrl.Result{}, err
 	}
 	if !src.GetDeletionTimestamp().IsZero() && controllerutil.ContainsFinalizer(src, replication.Finalizer) &&
 		src.GetAnnotations()[replication.ReleaseAnnotation] == "true" {
@@ -286,6 +303,34 @@ func (r *Reconciler) unowned(ctx context.Context, src *unstructured.Unstructured
 	}
 	r.event(src, corev1.EventTypeWarning, ReasonClusterNotFound, msg)
 	return ctrl.Result{RequeueAfter: 30 * time.Second}, nil
+}
+
+// nobodyRuns reports, from the one reporting replica, a source whose
+// existing cluster no replica has run for longer than UnownedGrace, and
+// looks again until one does (then its owner's sync replaces the outcome).
+func (r *Reconciler) nobodyRuns(ctx context.Context, src *unstructured.Unstructured, cluster string) (ctrl.Result, error) {
+	grace := r.UnownedGrace
+	if grace <= 0 {
+		grace = time.Minute
+	}
+	u, unowned := r.Ownership.UnownedCluster(cluster)
+	if !unowned || !r.Ownership.Reporter() {
+		return ctrl.Result{}, nil
+	}
+	if wait := grace - time.Since(u.Since); wait > 0 {
+		return ctrl.Result{RequeueAfter: wait}, nil
+	}
+	r.failed(src, metrics.StateClusterNotReady, ReasonClusterNotReady)
+	msg := fmt.Sprintf("no replica runs RemoteCluster %q: %s; see clustershard status", cluster, u.Why)
+	changed, err := replication.SetRemoteSynced(ctx, r.Client, r.Kind, src, false, ReasonClusterUnowned, msg)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if changed {
+		r.event(src, corev1.EventTypeWarning, ReasonClusterUnowned, msg)
+		log.FromContext(ctx).Info("Source's cluster has no running owner", "cluster", cluster, "since", u.Since, "why", u.Why)
+	}
+	return ctrl.Result{RequeueAfter: 10 * time.Second}, nil
 }
 
 // ensureTracked puts the finalizer and the replicated-to annotation on the source.

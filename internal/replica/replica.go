@@ -204,7 +204,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (*Replica, error) {
 	for _, k := range o.Kinds {
 		r := &replicate.Reconciler{
 			Client: mgr.GetClient(), Registry: rp.Registry, Ownership: rp.Coordinator, Identity: o.Identity,
-			Kind: k, Recorder: mgr.GetEventRecorder("clustershard-replicate"),
+			Kind: k, Recorder: mgr.GetEventRecorder("clustershard-replicate"), UnownedGrace: unownedGrace(o.Shard.LeaseDuration),
 		}
 		if err := r.SetupWithManager(ctx, mgr, rp.notifier.Subscribe()); err != nil {
 			return nil, fmt.Errorf("replicate %s: %w", k.GVK, err)
@@ -294,4 +294,14 @@ func learnShapes(ctx context.Context, c client.Reader, kinds []replication.Kind,
 		out = append(out, k.WithShape(shape))
 	}
 	return out
+}
+
+// unownedGrace is how long a source's cluster may go without a running
+// owner before the source says so: two lease durations (a crash take-over
+// takes one, plus a pass).
+func unownedGrace(lease time.Duration) time.Duration {
+	if lease <= 0 {
+		lease = 15 * time.Second
+	}
+	return 2 * lease
 }
