@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -602,12 +603,24 @@ func (c *Coordinator) cacheBehind(ctx context.Context, name string, cached *coor
 	return holderOf(&fresh) == c.o.self
 }
 
+// holderOf is the holder identity of a Lease: a membership Lease's holder
+// as the elector wrote it, a cluster Lease's bare replica name joined with
+// its IncarnationAnnotation (the bare name alone for a Lease written by a
+// version without incarnations).
 func holderOf(l *coordinationv1.Lease) string {
 	if l == nil || l.Spec.HolderIdentity == nil {
 		return ""
 	}
-	return *l.Spec.HolderIdentity
+	h := *l.Spec.HolderIdentity
+	if inc := l.Annotations[IncarnationAnnotation]; h != "" && inc != "" && !strings.Contains(h, incarnationSeparator) {
+		return HolderIdentity(h, inc)
+	}
+	return h
 }
+
+// LeaseHolder is the holder identity of a membership or cluster Lease (see
+// HolderIdentity), "" when it is free.
+func LeaseHolder(l *coordinationv1.Lease) string { return holderOf(l) }
 
 // fenceInvalid stops every cluster owned in an older epoch or without valid
 // membership (rule 4). Those Leases stay as they are: membership lapsed, so
@@ -633,12 +646,6 @@ func (c *Coordinator) fenceInvalid() {
 // by a fresh read, so a stale cache never makes a live holder look dead).
 func (c *Coordinator) free(ctx context.Context, name string, l *coordinationv1.Lease, live map[string]bool, now time.Time) bool {
 	holder := holderOf(l)
-	if l != nil && LeaseCluster(l) == "" && l.Annotations[ClusterAnnotation] != "" {
-		// It names another cluster (made or edited by hand): its holder
-		// is not judged to run this one, but may run the other; taken
-		// over only once unchanged for a lease duration.
-		return c.obs.unchangedFor(name, now)
-	}
 	if last := c.obs.lastHolder(name); last != "" && last != holder && last != c.o.self && live[last] &&
 		(l == nil || l.Annotations[ReleasedByAnnotation] != last) {
 		// Deleted, cleared or overwritten by someone other than the live
@@ -660,7 +667,13 @@ func (c *Coordinator) free(ctx context.Context, name string, l *coordinationv1.L
 		return false
 	}
 	memberLease := MemberLeaseName(HolderName(holder))
-	if last := c.obs.lastHolder(memberLease); (last == "" || last == holder) && !c.obs.unchangedFor(memberLease, now) {
+	if last := c.obs.lastHolder(memberLease); last != "" && last != holder {
+		// Replaced by another process of its name: no read needed until
+		// the holder's lease duration has passed since its last renewal.
+		if !c.obs.replacedFor(memberLease, holder, now) {
+			return false
+		}
+	} else if !c.obs.unchangedFor(memberLease, now) {
 		return false
 	}
 	var fresh coordinationv1.Lease
@@ -701,9 +714,9 @@ func (c *Coordinator) acquire(ctx context.Context, name string, l *coordinationv
 	if l == nil {
 		l = &coordinationv1.Lease{ObjectMeta: leaseMeta(c.o.Namespace, ClusterLeaseName(name))}
 		l.Labels = map[string]string{RoleLabel: "cluster"}
-		l.Annotations = map[string]string{ClusterAnnotation: name}
+		l.Annotations = map[string]string{ClusterAnnotation: name, IncarnationAnnotation: c.o.Incarnation}
 		l.Spec = coordinationv1.LeaseSpec{
-			HolderIdentity: ptr.To(c.o.self), AcquireTime: &now, RenewTime: &now,
+			HolderIdentity: ptr.To(c.o.Identity), AcquireTime: &now, RenewTime: &now,
 			LeaseDurationSeconds: ptr.To(int32(c.o.LeaseDuration / time.Second)), LeaseTransitions: ptr.To(int32(0)),
 		}
 		cctx, cancel := c.call(ctx)
@@ -725,7 +738,8 @@ func (c *Coordinator) acquire(ctx context.Context, name string, l *coordinationv
 			l.Labels = map[string]string{}
 		}
 		l.Labels[RoleLabel] = "cluster"
-		l.Spec.HolderIdentity = ptr.To(c.o.self)
+		l.Annotations[IncarnationAnnotation] = c.o.Incarnation
+		l.Spec.HolderIdentity = ptr.To(c.o.Identity) // bare: see IncarnationAnnotation
 		l.Spec.AcquireTime, l.Spec.RenewTime = &now, &now
 		l.Spec.LeaseDurationSeconds = ptr.To(int32(c.o.LeaseDuration / time.Second))
 		cctx, cancel := c.call(ctx)
@@ -917,6 +931,7 @@ func (c *Coordinator) releaseLease(ctx context.Context, name string, abandon, re
 		if l.Annotations == nil {
 			l.Annotations = map[string]string{}
 		}
+		delete(l.Annotations, IncarnationAnnotation)
 		l.Annotations[ReleasedByAnnotation] = c.o.self
 		err = c.o.Client.Update(ctx, &l)
 		c.countWrite("update", "cluster")

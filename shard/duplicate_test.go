@@ -2,10 +2,13 @@ package shard_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/clustershard/clustershard/shard"
 )
@@ -128,5 +131,31 @@ func TestSameIdentityShorterTimings(t *testing.T) {
 	<-sampled
 	if v := writes.check(); len(v) > 0 {
 		t.Fatalf("write permissions overlapped: %v", v[:min(len(v), 6)])
+	}
+}
+
+// Cluster Leases keep the bare replica name as spec.holderIdentity and the
+// incarnation in an annotation: a replica of a version without
+// incarnations, during a rolling upgrade, reads the holder as the live
+// replica of that name (its membership Lease keeps changing) and never
+// takes the cluster from it. (Checked against the previous version's
+// coordinator running beside this one: no overlap.)
+func TestClusterLeasesKeepTheBareName(t *testing.T) {
+	ns := namespace(t, "bare-name")
+	clusters := names(4)
+	tr := newTracker()
+	in := map[string]*instance{"a": startInstance(t, ns, "a", clusters, trackingHandler{"a", tr})}
+	settled(t, tr, ns, expected(t, []string{"a"}, clusters), in, 30*time.Second)
+	var list coordinationv1.LeaseList
+	if err := env.Client.List(t.Context(), &list, client.InNamespace(ns), client.MatchingLabels{shard.RoleLabel: "cluster"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range list.Items {
+		if h := *l.Spec.HolderIdentity; h != "a" || l.Annotations[shard.IncarnationAnnotation] == "" {
+			t.Fatalf("Lease %s: holder %q, incarnation %q; want the bare name and an incarnation annotation", l.Name, h, l.Annotations[shard.IncarnationAnnotation])
+		}
+		if shard.HolderName(shard.LeaseHolder(&l)) != "a" || !strings.Contains(shard.LeaseHolder(&l), "@") {
+			t.Fatalf("Lease %s: LeaseHolder %q", l.Name, shard.LeaseHolder(&l))
+		}
 	}
 }

@@ -26,6 +26,10 @@ const (
 	// deleted, while a live replica held it is free only after a lease
 	// duration unchanged: that replica may still run the cluster.
 	ReleasedByAnnotation = "clustershard.io/released-by"
+	// IncarnationAnnotation on a held cluster Lease names the holder's
+	// incarnation; spec.holderIdentity keeps the bare replica name, which
+	// replicas of versions without incarnations read as a live holder.
+	IncarnationAnnotation = "clustershard.io/holder-incarnation"
 	// RoleLabel tells membership and cluster Leases apart.
 	RoleLabel = "clustershard.io/lease-role"
 	// LeaseDurationLabel and RenewDeadlineLabel on a membership Lease

@@ -101,11 +101,11 @@ func (o *observer) observe(l *coordinationv1.Lease, now time.Time) time.Time {
 			ob.firstSeen = now
 		}
 		ob.lease, ob.renew = published(l)
-		if h := l.Spec.HolderIdentity; h != nil && *h != "" {
-			if prev.holder != "" && prev.holder != *h {
+		if h := holderOf(l); h != "" {
+			if prev.holder != "" && prev.holder != h {
 				ob.prev = tenure{holder: prev.holder, lastRenewal: prev.changed, lease: prev.lease, renew: prev.renew}
 			}
-			ob.holder = *h
+			ob.holder = h
 		}
 		o.seen[l.Name] = ob
 	}

@@ -32,8 +32,17 @@ func (c *Coordinator) untracked(name string) bool {
 // stop timed out (others then take them after a lease duration unchanged). Each write is conditional on the version listed, so a
 // Lease someone took meanwhile is never touched.
 func (c *Coordinator) sweep(ctx context.Context, leases map[string]*coordinationv1.Lease, assign map[string]string, exists map[string]bool, selfValid bool) {
+	byLease := make(map[string]string, len(exists))
+	for n := range exists {
+		byLease[ClusterLeaseName(n)] = n
+	}
 	for _, l := range leases {
-		name := LeaseCluster(l)
+		// A known cluster's Lease is its by name, whatever its annotation
+		// says (names do not collide); others by their annotation.
+		name := byLease[l.Name]
+		if name == "" {
+			name = LeaseCluster(l)
+		}
 		if name == "" || holderOf(l) != c.o.self || l.Annotations[AbandonedAnnotation] == "true" || !c.untracked(name) {
 			continue
 		}
@@ -61,6 +70,7 @@ func (c *Coordinator) sweep(ctx context.Context, leases map[string]*coordination
 				l.Annotations = map[string]string{}
 			}
 			l.Annotations[ReleasedByAnnotation] = c.o.self
+			delete(l.Annotations, IncarnationAnnotation)
 			l.Spec.HolderIdentity = ptr.To("")
 			l.Spec.RenewTime = ptr.To(metav1.NewMicroTime(time.Now()))
 			err = c.o.Client.Update(wctx, l)

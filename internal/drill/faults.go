@@ -385,14 +385,13 @@ func duplicateIdentityFault(ctx context.Context, r *Runner, res *Result) error {
 			}
 		}
 	}
-	holders, err := r.holders(ctx)
-	if err != nil {
-		return err
+	select {
+	case <-dup.exited:
+		return fmt.Errorf("the second process of %s exited on its own", victim)
+	default:
 	}
-	for _, c := range owned {
-		if holders[c] != victim {
-			res.note("I2", "%s moved from %s to %q while a second process of it ran", c, victim, holders[c])
-		}
+	if err := r.stayed(ctx, res, victim, owned, "while a second process of it ran"); err != nil {
+		return err
 	}
 	dup.expectExit, dup.termed = true, true
 	if err := dup.cmd.Process.Signal(syscall.SIGTERM); err != nil {
@@ -409,6 +408,30 @@ func duplicateIdentityFault(ctx context.Context, r *Runner, res *Result) error {
 	}
 	if code := dup.cmd.ProcessState.ExitCode(); code != 0 {
 		return fmt.Errorf("the second process of %s exited with status %d after SIGTERM", victim, code)
+	}
+	// Its shutdown must not have marked the first one leaving, nor moved
+	// anything.
+	var member coordinationv1.Lease
+	if err := r.c.Get(ctx, client.ObjectKey{Namespace: Namespace, Name: shard.MemberLeaseName(victim)}, &member); err != nil {
+		return err
+	}
+	if member.Annotations[shard.LeavingAnnotation] == "true" {
+		res.note("I2", "the second process of %s marked the first one leaving when it stopped", victim)
+	}
+	return r.stayed(ctx, res, victim, owned, "after a second process of it stopped")
+}
+
+// stayed notes every cluster of owned whose Lease no longer names a process
+// of victim.
+func (r *Runner) stayed(ctx context.Context, res *Result, victim string, owned []string, when string) error {
+	holders, err := r.holders(ctx)
+	if err != nil {
+		return err
+	}
+	for _, c := range owned {
+		if holders[c] != victim {
+			res.note("I2", "%s moved from %s to %q %s", c, victim, holders[c], when)
+		}
 	}
 	return nil
 }

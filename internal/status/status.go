@@ -110,7 +110,7 @@ func Collect(ctx context.Context, c client.Reader, namespace string, kinds []rep
 	for _, rc := range rcs.Items {
 		row := Cluster{Name: rc.Name, Objects: objects[rc.Name], Connected: cond(rc, v1alpha1.ConditionConnected), Ready: cond(rc, v1alpha1.ConditionReady)}
 		if l := holders[rc.Name]; l != nil && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "" {
-			row.Incarnation = *l.Spec.HolderIdentity
+			row.Incarnation = shard.LeaseHolder(l)
 			row.Owner = shard.HolderName(row.Incarnation)
 			if l.Spec.AcquireTime != nil {
 				row.LeaseAge = now.Sub(l.Spec.AcquireTime.Time).Round(time.Second)
