@@ -537,6 +537,11 @@ func (c *Coordinator) unowned(names []string, leases map[string]*coordinationv1.
 		seen[name] = u
 	}
 	c.unownedSince = seen
+	for name := range c.acquireErr {
+		if _, ok := seen[name]; !ok {
+			delete(c.acquireErr, name) // owned, or no longer a cluster
+		}
+	}
 	c.mu.Lock()
 	c.view.Unowned = seen
 	c.mu.Unlock()

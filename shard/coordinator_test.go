@@ -311,24 +311,7 @@ func TestPausedReplicaIsFenced(t *testing.T) {
 	settled(t, tr, ns, want, in, 30*time.Second)
 
 	// Sample every fence decision of both replicas as write intervals.
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	sampled := make(chan struct{})
-	go func() {
-		defer close(sampled)
-		for ctx.Err() == nil {
-			for n, i := range in {
-				for _, c := range clusters {
-					if i.c.Owns(c) {
-						writes.start(n, c)
-					} else {
-						writes.stop(n, c)
-					}
-				}
-			}
-			time.Sleep(2 * time.Millisecond)
-		}
-	}()
+	stop := sampleOwnership(t, in, clusters, writes)
 
 	resume := in["a"].c.Pause()
 	pausedAt := time.Now()
@@ -356,8 +339,7 @@ func TestPausedReplicaIsFenced(t *testing.T) {
 	resume()
 	// After resuming, a re-joins and gets its share back through the protocol.
 	settled(t, tr, ns, want, in, 30*time.Second)
-	cancel()
-	<-sampled
+	stop()
 	if v := writes.check(); len(v) > 0 {
 		t.Fatalf("write permissions overlapped: %v", v)
 	}

@@ -1,49 +1,16 @@
 package shard_test
 
 import (
-	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/clustershard/clustershard/shard"
 )
-
-// sampleOwnership records, every 2 ms until ctx ends, which instance may
-// write for which cluster (Owns), keyed by the instance's tracker name, so
-// that two write permissions that overlap show in writes.check.
-func sampleOwnership(ctx context.Context, in map[string]*instance, clusters []string, writes *tracker) <-chan struct{} {
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for ctx.Err() == nil {
-			for key, i := range in {
-				for _, c := range clusters {
-					if i.c.Owns(c) {
-						writes.start(key, c)
-					} else {
-						writes.stop(key, c)
-					}
-				}
-			}
-			time.Sleep(2 * time.Millisecond)
-		}
-	}()
-	return done
-}
-
-func ownsAll(i *instance, clusters []string) bool {
-	for _, c := range clusters {
-		if !i.c.Owns(c) {
-			return false
-		}
-	}
-	return true
-}
 
 // Two live processes started with one identity (a force-deleted pod whose
 // node heals, a --replica-id typed twice) never both run or write for a
@@ -56,39 +23,30 @@ func TestSameIdentityTwoProcesses(t *testing.T) {
 	tr, writes := newTracker(), newTracker()
 	in := map[string]*instance{}
 	in["a#1"] = startInstance(t, ns, "a", clusters, trackingHandler{"a#1", tr})
-	if err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
-		return ownsAll(in["a#1"], clusters), nil
-	}); err != nil {
-		t.Fatal("the first process never owned every cluster")
-	}
+	waitOwnsAll(t, in["a#1"], clusters, 20*time.Second, "the first process")
 	in["a#2"] = startInstance(t, ns, "a", clusters, trackingHandler{"a#2", tr})
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	sampled := sampleOwnership(ctx, in, clusters, writes)
+	stop := sampleOwnership(t, in, clusters, writes)
 
-	time.Sleep(leaseDuration + 2*time.Second)
-	if v := append(tr.check(), writes.check()...); len(v) > 0 {
-		cancel()
-		<-sampled
-		t.Fatalf("two processes of one identity ran or wrote for a cluster at once: %v", v[:min(len(v), 6)])
-	}
-	for _, c := range clusters {
-		if in["a#2"].c.Owns(c) {
-			t.Fatalf("the second process owns %s while the first still holds it", c)
+	// For longer than a lease duration the second process owns nothing,
+	// and nothing overlaps.
+	consistently(t, leaseDuration+2*time.Second, func() string {
+		if v := append(tr.check(), writes.check()...); len(v) > 0 {
+			return fmt.Sprintf("two processes of one identity ran or wrote for a cluster at once: %v", v[:min(len(v), 6)])
 		}
-	}
+		for _, c := range clusters {
+			if in["a#2"].c.Owns(c) {
+				return fmt.Sprintf("the second process owns %s while the first still holds it", c)
+			}
+		}
+		return ""
+	})
 
 	in["a#1"].cleanup = in["a#1"].c.Crash()
 	crashed := time.Now()
 	tr.stopAll("a#1")
-	if err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, leaseDuration+10*time.Second, true, func(context.Context) (bool, error) {
-		return ownsAll(in["a#2"], clusters), nil
-	}); err != nil {
-		t.Fatal("the second process did not take over after the first crashed")
-	}
+	waitOwnsAll(t, in["a#2"], clusters, leaseDuration+10*time.Second, "the second process, after the first crashed,")
 	t.Logf("second incarnation owns every cluster %v after the first crashed (lease duration %v)", time.Since(crashed).Round(time.Millisecond), leaseDuration)
-	cancel()
-	<-sampled
+	stop()
 	if v := append(tr.check(), writes.check()...); len(v) > 0 {
 		t.Fatalf("overlaps: %v", v[:min(len(v), 6)])
 	}
@@ -108,27 +66,17 @@ func TestSameIdentityShorterTimings(t *testing.T) {
 	in["a#1"] = startInstanceWith(t, ns, "a", clusters, trackingHandler{"a#1", tr}, nil, func(o *shard.Options) {
 		o.LeaseDuration, o.RenewDeadline, o.RetryPeriod = 5990*time.Millisecond, 5900*time.Millisecond, 80*time.Millisecond
 	})
-	if err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
-		return ownsAll(in["a#1"], clusters), nil
-	}); err != nil {
-		t.Fatal("the first process never owned every cluster")
-	}
+	waitOwnsAll(t, in["a#1"], clusters, 20*time.Second, "the first process")
 	in["a#2"] = startInstance(t, ns, "a", clusters, trackingHandler{"a#2", tr})
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	sampled := sampleOwnership(ctx, in, clusters, writes)
-	time.Sleep(time.Second) // a#2 has seen a#1 renew
+	stop := sampleOwnership(t, in, clusters, writes)
+	// a#2 has seen a#1 renew: its view names a live member "a".
+	eventuallyTrue(t, func() bool { return in["a#2"].c.Observed().Members["a"] }, "the second process to see the first renew")
 	resume := in["a#1"].c.Pause()
 	defer resume()
 	paused := time.Now()
-	if err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
-		return ownsAll(in["a#2"], clusters), nil
-	}); err != nil {
-		t.Fatal("the second process did not take over from the frozen first")
-	}
+	waitOwnsAll(t, in["a#2"], clusters, 20*time.Second, "the second process, after the first froze,")
 	t.Logf("second process owns every cluster %v after the first froze (first: lease 5.99s, renew 5.9s; second: lease %v)", time.Since(paused).Round(time.Millisecond), leaseDuration)
-	cancel()
-	<-sampled
+	stop()
 	if v := writes.check(); len(v) > 0 {
 		t.Fatalf("write permissions overlapped: %v", v[:min(len(v), 6)])
 	}

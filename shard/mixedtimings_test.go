@@ -1,11 +1,8 @@
 package shard_test
 
 import (
-	"context"
 	"testing"
 	"time"
-
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/clustershard/clustershard/shard"
 )
@@ -28,20 +25,13 @@ func TestMixedTimingsKeepOneWriter(t *testing.T) {
 	want := expected(t, []string{"a", "b"}, clusters)
 	settled(t, tr, ns, want, in, 30*time.Second)
 
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	sampled := sampleOwnership(ctx, in, clusters, writes)
+	stop := sampleOwnership(t, in, clusters, writes)
 	resume := in["a"].c.Pause()
 	defer resume()
 	paused := time.Now()
-	if err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
-		return ownsAll(in["b"], clusters), nil
-	}); err != nil {
-		t.Fatal("b did not take over the paused replica's clusters")
-	}
+	waitOwnsAll(t, in["b"], clusters, 20*time.Second, "b, after a paused,")
 	t.Logf("b owns every cluster %v after a paused (a: lease 6s, renew 5s; b: lease %v)", time.Since(paused).Round(time.Millisecond), leaseDuration)
-	cancel()
-	<-sampled
+	stop()
 	if v := writes.check(); len(v) > 0 {
 		t.Fatalf("write permissions overlapped: %v", v[:min(len(v), 6)])
 	}
