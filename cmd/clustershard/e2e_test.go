@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -87,6 +88,7 @@ func start(t *testing.T, bin, kubeconfig, id string, extra ...string) *proc {
 		<-p.exited
 		if t.Failed() {
 			b, _ := os.ReadFile(logf.Name())
+			t.Logf("%s ownership log (the shard logger's lines):\n%s", id, shardLines(b, 80))
 			if len(b) > 4000 {
 				b = b[len(b)-4000:]
 			}
@@ -94,6 +96,18 @@ func start(t *testing.T, bin, kubeconfig, id string, extra ...string) *proc {
 		}
 	})
 	return p
+}
+
+// shardLines returns the last n lines of a replica log written by the shard
+// logger: every ownership decision, which the tail of a busy log loses.
+func shardLines(log []byte, n int) string {
+	var lines []string
+	for _, l := range strings.Split(string(log), "\n") {
+		if strings.Contains(l, `"logger":"shard"`) {
+			lines = append(lines, l)
+		}
+	}
+	return strings.Join(lines[max(len(lines)-n, 0):], "\n")
 }
 
 func holders(t *testing.T) map[string]string {
@@ -252,12 +266,35 @@ func TestReplicaProcesses(t *testing.T) {
 	}
 
 	// SIGKILL: taken over after the lease duration.
-	killed := moved("p-1")
-	var before map[string]*dto.MetricFamily
-	poll(t, 30*time.Second, "a running manager for every cluster p-2 owns before the kill", func() bool {
-		before = scrape(t, metricsAddrs["p-2"])
-		return value(before, "clustershard_owned_clusters", nil) == value(before, "clustershard_remote_managers", map[string]string{"state": "Running"})
+	// The baseline is taken once p-2 has settled after the SIGTERM hand-over:
+	// it runs a manager for every Lease it holds, and two scrapes in a row
+	// (more than a retry period apart) show the same acquisitions and
+	// hand-over observations. A Lease write committed but not yet counted, or
+	// a manager running but not yet observed, would otherwise fall after the
+	// baseline and count as part of the take-over.
+	var before, prev map[string]*dto.MetricFamily
+	settled := func(a, b map[string]*dto.MetricFamily) bool {
+		for _, n := range []string{"clustershard_cluster_lease_transitions_total", "clustershard_handover_duration_seconds", "clustershard_cluster_unmanaged_duration_seconds"} {
+			if value(a, n, nil) != value(b, n, nil) {
+				return false
+			}
+		}
+		return true
+	}
+	poll(t, 30*time.Second, "p-2 settled, a running manager for every cluster it holds, before the kill", func() bool {
+		time.Sleep(time.Second)
+		prev, before = before, scrape(t, metricsAddrs["p-2"])
+		held := 0
+		for _, h := range holders(t) {
+			if h == "p-2" {
+				held++
+			}
+		}
+		owned := value(before, "clustershard_owned_clusters", nil)
+		return prev != nil && settled(prev, before) && owned == float64(held) &&
+			owned == value(before, "clustershard_remote_managers", map[string]string{"state": "Running"})
 	})
+	killed := moved("p-1")
 	sent = time.Now()
 	if err := procs["p-1"].cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
