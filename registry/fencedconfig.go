@@ -5,20 +5,33 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptrace"
+	"sync/atomic"
+	"time"
 
 	"k8s.io/client-go/rest"
 )
 
-// FencedConfig returns a copy of cfg, a rest.Config of cluster, for clients
-// made outside the registry that build their own HTTP clients from a
-// rest.Config (Helm's install and upgrade). Every write request (any method
-// but GET, HEAD and OPTIONS) first passes fence and is bounded by its
-// deadline: a write the fence refuses is never sent, and one still under way
-// at the deadline is cut off. Reads pass untouched.
+// FencedConfig returns a copy of cfg, a rest.Config of cluster, whose
+// transport fences writes: the remote manager's clients and event recorder,
+// the clients of remote modules, Helm's install and upgrade. The fence sits
+// in the innermost RoundTripper (client-go applies WrapTransport next to the
+// HTTP transport, under authentication), after client-go's rate limiter and
+// retries, so a write that waited there (a paused process, a low
+// --remote-qps) is judged when it is really sent. Every write request (any
+// method but GET, HEAD and OPTIONS):
+//   - first passes fence: one it refuses is never sent;
+//   - is bounded by the fence's deadline, and carries the time left as the
+//     request's server-side timeout (the `timeout` query parameter, lowered
+//     if the caller set a longer one), so the API server gives up on it by
+//     then too, even when the client's cancellation cannot reach it (a
+//     connection that stopped forwarding);
+//   - is reported to the fence if it implements WriteTracker: when it
+//     began (before the fence check), and until when, once it ended
+//     without an answer, it may still be processed.
 //
-// Unlike the registry's own clients, the calls are not drained by Stop: the
-// caller runs them inside the coordinator's WithOwnership, which a hand-over
-// waits for.
+// Reads pass untouched. The calls are not drained by Stop; the tracker is
+// how their owner knows some are in flight or in doubt.
 func FencedConfig(cfg *rest.Config, cluster string, fence Fence) *rest.Config {
 	cfg = rest.CopyConfig(cfg)
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
@@ -26,6 +39,10 @@ func FencedConfig(cfg *rest.Config, cluster string, fence Fence) *rest.Config {
 	})
 	return cfg
 }
+
+// minWriteTime is the least time left before the fence deadline for a write
+// to be sent at all: the server-side timeout is given in milliseconds.
+const minWriteTime = time.Millisecond
 
 type fencedTransport struct {
 	next    http.RoundTripper
@@ -38,21 +55,82 @@ func (t *fencedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	case http.MethodGet, http.MethodHead, http.MethodOptions:
 		return t.next.RoundTrip(req)
 	}
+	// Reported before the fence check: a hand-over that passed the check
+	// (so refuses it) or sees this write in flight, never neither.
+	ended := t.began()
 	deadline, err := t.fence.WriteDeadline(t.cluster)
 	if err != nil {
+		ended(time.Time{})
 		return nil, fmt.Errorf("%w: %w", ErrFenced, err)
 	}
 	if deadline.IsZero() {
-		return t.next.RoundTrip(req)
+		out, sent := withSentTrace(req)
+		resp, err := t.next.RoundTrip(out)
+		ended(inDoubtUntil(resp, err, sent, time.Now().Add(maxServerTimeout)))
+		return resp, err
+	}
+	left := time.Until(deadline).Truncate(time.Millisecond)
+	if left < minWriteTime {
+		ended(time.Time{})
+		return nil, fmt.Errorf("%w: the fence deadline of cluster %q has passed", ErrFenced, t.cluster)
 	}
 	ctx, cancel := context.WithDeadline(req.Context(), deadline)
-	resp, err := t.next.RoundTrip(req.WithContext(ctx))
+	out := req.Clone(ctx)
+	q := out.URL.Query()
+	if cur, err := time.ParseDuration(q.Get("timeout")); err != nil || cur <= 0 || cur > left {
+		q.Set("timeout", left.String())
+		out.URL.RawQuery = q.Encode()
+	}
+	serverDeadline := time.Now().Add(left)
+	out, sent := withSentTrace(out)
+	resp, err := t.next.RoundTrip(out)
+	ended(inDoubtUntil(resp, err, sent, serverDeadline))
 	if err != nil {
 		cancel()
 		return nil, err
 	}
 	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
 	return resp, nil
+}
+
+// maxServerTimeout is the longest a kube-apiserver works on a request sent
+// without a server-side timeout (its --request-timeout default).
+const maxServerTimeout = 60 * time.Second
+
+// began reports a write to the fence if it is a WriteTracker.
+func (t *fencedTransport) began() func(doubtUntil time.Time) {
+	tr, ok := t.fence.(WriteTracker)
+	if !ok {
+		return func(time.Time) {}
+	}
+	return tr.WriteBegan(t.cluster)
+}
+
+// withSentTrace returns req traced: the flag is set once its headers were
+// written to a connection.
+func withSentTrace(req *http.Request) (*http.Request, *atomic.Bool) {
+	var sent atomic.Bool
+	return req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+		WroteHeaders: func() { sent.Store(true) },
+	})), &sent
+}
+
+// inDoubtUntil is until when a write that ended so may still be processed by
+// the server (serverDeadline), or zero if it cannot. A write is in doubt
+// when it failed after its headers were sent (one that failed before, a
+// refused dial or a TLS error, never reached the server), or when the server
+// answered 500 or 504: a kube-apiserver answers a request that ran out of
+// time while its handler may still be finishing the storage write.
+func inDoubtUntil(resp *http.Response, err error, sent *atomic.Bool, serverDeadline time.Time) time.Time {
+	switch {
+	case err != nil && sent.Load():
+		return serverDeadline
+	case err != nil:
+		return time.Time{}
+	case resp.StatusCode == http.StatusInternalServerError, resp.StatusCode == http.StatusGatewayTimeout:
+		return serverDeadline
+	}
+	return time.Time{}
 }
 
 // WrappedRoundTripper lets client-go reach the transport underneath (to

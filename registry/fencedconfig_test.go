@@ -1,7 +1,6 @@
 package registry_test
 
 import (
-	"context"
 	"errors"
 	"sync/atomic"
 	"testing"
@@ -55,8 +54,8 @@ func TestFencedConfig(t *testing.T) {
 
 	mode.Store(2)
 	_, err = cs.CoreV1().ConfigMaps("default").Create(ctx, cm("fenced-config-late"), metav1.CreateOptions{})
-	if !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("write past the fence deadline: want DeadlineExceeded, got %v", err)
+	if !errors.Is(err, registry.ErrFenced) {
+		t.Fatalf("write past the fence deadline: want ErrFenced (not sent), got %v", err)
 	}
 
 	for _, name := range []string{"fenced-config-refused", "fenced-config-late"} {

@@ -2,6 +2,8 @@ package registry_test
 
 import (
 	"context"
+	"encoding/json"
+	"net/http"
 	"os"
 	"sync"
 	"testing"
@@ -157,3 +159,9 @@ func ensureNamespace(t *testing.T, c client.Client, name string) {
 func configMap(ns, name string, labels map[string]string) *corev1.ConfigMap {
 	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels}}
 }
+
+// jsonDecode decodes a request's JSON body into v.
+func jsonDecode(r *http.Request, v any) error { return json.NewDecoder(r.Body).Decode(v) }
+
+// jsonEncode writes v as JSON.
+func jsonEncode(w http.ResponseWriter, v any) error { return json.NewEncoder(w).Encode(v) }

@@ -20,6 +20,20 @@ type Fence interface {
 	WriteDeadline(cluster string) (time.Time, error)
 }
 
+// WriteTracker is implemented by a Fence that must know which writes it
+// admitted may still land. WriteBegan is called for each write before its
+// fence check, so a hand-over that made the fence refuse new writes and then
+// asks whether any are in flight cannot miss one; the function it returns is
+// called once when the write ended, with the zero time when it cannot land
+// any more (answered, refused by the fence, or never sent), or with the
+// instant until which the remote API server may still process it (sent, no
+// answer: cut at the fence deadline, a broken or black-holed connection, or
+// a 500/504 timeout answer). The shard coordinator abandons a Lease instead
+// of releasing it while a write of its cluster is in flight or in doubt.
+type WriteTracker interface {
+	WriteBegan(cluster string) (ended func(doubtUntil time.Time))
+}
+
 // Options configure a Registry. ManageClient and Scheme are required.
 type Options struct {
 	// ManageClient is the management cluster's client, given to remote

@@ -83,6 +83,9 @@ type Coordinator struct {
 	// notStopped are clusters whose manager's stop timed out when they were
 	// lost: their Lease is marked abandoned, never released (sweep).
 	notStopped map[string]bool
+	// doubt are the remote writes per cluster that may still land (see
+	// WriteBegan): their Lease is abandoned, never released.
+	doubt map[string]*writeDoubt
 }
 
 // stopped records whether the stop of a cluster's manager ended in time.
@@ -116,7 +119,7 @@ func New(o Options) (*Coordinator, error) {
 		limit:    rate.NewLimiter(rate.Limit(o.MovesPerSecond), max(1, int(o.MovesPerSecond))),
 		kick:     make(chan struct{}, 1),
 		clusters: map[string]*cluster{}, notStopped: map[string]bool{}, timings: map[string]string{}, acquireErr: map[string]error{},
-		wanted: map[string]time.Time{},
+		doubt: map[string]*writeDoubt{}, wanted: map[string]time.Time{},
 	}
 	c.member = &membership{o: &c.o, onLapse: c.Kick, writes: func(verb string) { c.countWrite(verb, "membership") }}
 	c.o.Logger = c.log
@@ -896,7 +899,12 @@ func (c *Coordinator) handOver(ctx context.Context, name string, deleted bool) <
 		wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), c.o.RenewDeadline)
 		defer wcancel()
 		if err != nil {
-			c.log.Error(err, "Remote manager did not stop in time: leaving the Lease to expire", "cluster", name)
+			err = fmt.Errorf("remote manager did not stop in time: %w", err)
+		} else {
+			err = c.inDoubt(name) // a write that may still land after a release
+		}
+		if err != nil {
+			c.log.Error(err, "Leaving the Lease to expire instead of releasing it", "cluster", name)
 			c.releaseLease(wctx, name, true, false)
 			metrics.LeaseTransitions.WithLabelValues(metrics.LeaseAbandoned).Inc()
 		} else {

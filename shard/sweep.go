@@ -51,7 +51,7 @@ func (c *Coordinator) sweep(ctx context.Context, leases map[string]*coordination
 		}
 		wctx, cancel := context.WithTimeout(ctx, c.o.RenewDeadline)
 		l = l.DeepCopy()
-		abandon, remove := c.unstopped(name), !exists[name]
+		abandon, remove := c.unstopped(name) || c.inDoubt(name) != nil, !exists[name]
 		var err error
 		switch {
 		case remove && !abandon:

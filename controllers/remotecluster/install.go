@@ -309,9 +309,11 @@ func foreignObject(ctx context.Context, remote client.Client, k replication.Kind
 }
 
 // remoteClient is a direct client of the remote cluster whose writes pass the
-// ownership fence, bounded by its deadline.
+// ownership fence, bounded by its deadline, both before client-go's rate
+// limiter and in its transport (registry.FencedConfig: the server-side
+// timeout, and the writes in doubt a hand-over waits out).
 func (r *Reconciler) remoteClient(cfg *rest.Config, cluster string) (client.Client, error) {
-	c, err := client.New(cfg, client.Options{Scheme: r.Scheme})
+	c, err := client.New(registry.FencedConfig(cfg, cluster, r.Ownership), client.Options{Scheme: r.Scheme})
 	if err != nil {
 		return nil, err
 	}

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/clustershard/clustershard/internal/fleet"
+	"github.com/clustershard/clustershard/internal/netproxy"
 	"github.com/clustershard/clustershard/shard"
 )
 
@@ -166,7 +167,7 @@ func (r *Runner) replicaKubeconfig(id string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	p, err := newProxy(target.Host)
+	p, err := netproxy.New(target.Host)
 	if err != nil {
 		return "", err
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/clustershard/clustershard/deploy"
 	"github.com/clustershard/clustershard/internal/fleet"
 	"github.com/clustershard/clustershard/internal/localcluster"
+	"github.com/clustershard/clustershard/internal/netproxy"
 	"github.com/clustershard/clustershard/internal/scheme"
 )
 
@@ -80,9 +81,9 @@ type Runner struct {
 	clusters   []fleet.Cluster
 	remotes    []client.Client
 	reps       incarnations
-	proxies    map[string]*proxy // by replica id: its way to the management API server
-	churned    int               // churn objects made so far
-	duration   string            // the current spec.duration of every source
+	proxies    map[string]*netproxy.Proxy // by replica id: its way to the management API server
+	churned    int                        // churn objects made so far
+	duration   string                     // the current spec.duration of every source
 	// allOwned and startUp: from the replicas' start until every cluster
 	// Lease was held, and until every remote manager ran.
 	allOwned, startUp time.Duration
@@ -102,7 +103,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if o.Converge == 0 {
 		o.Converge = 60 * time.Second
 	}
-	r := &Runner{o: o, reps: incarnations{live: map[string]*replica{}, count: map[string]int{}}, proxies: map[string]*proxy{}}
+	r := &Runner{o: o, reps: incarnations{live: map[string]*replica{}, count: map[string]int{}}, proxies: map[string]*netproxy.Proxy{}}
 	rep, err := r.run(ctx)
 	err = errors.Join(err, r.cleanup())
 	// I4: nothing left behind — no replica, API server or etcd process, and

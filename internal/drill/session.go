@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/clustershard/clustershard/internal/fleet"
+	"github.com/clustershard/clustershard/internal/netproxy"
 	"github.com/clustershard/clustershard/shard"
 )
 
@@ -36,7 +37,7 @@ func NewSession(ctx context.Context, o Options) (*Session, error) {
 	if o.Converge == 0 {
 		o.Converge = 5 * time.Minute
 	}
-	r := &Runner{o: o, reps: incarnations{live: map[string]*replica{}, count: map[string]int{}}, proxies: map[string]*proxy{}}
+	r := &Runner{o: o, reps: incarnations{live: map[string]*replica{}, count: map[string]int{}}, proxies: map[string]*netproxy.Proxy{}}
 	if err := r.start(ctx); err != nil {
 		return nil, errors.Join(err, r.cleanup())
 	}

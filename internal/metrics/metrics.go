@@ -87,6 +87,11 @@ var (
 		Name: "clustershard_helm_operations_total",
 		Help: "Helm operations on spec.install.helm releases in remote clusters, by operation (install, upgrade, uninstall, recover: a release left pending marked failed; check: the release read and found up to date, or not readable) and result (success, failure).",
 	}, []string{"operation", "result"})
+	// RemoteWritesInDoubt counts remote writes sent without an answer.
+	RemoteWritesInDoubt = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "clustershard_remote_writes_in_doubt_total",
+		Help: "Remote writes sent that got no answer (cut at the ownership fence deadline, or the connection broke): they may still be processed until their server-side timeout, so their cluster's Lease is abandoned (left to expire) rather than released meanwhile.",
+	})
 	// RemoteProbeFailures counts failed remote probes.
 	RemoteProbeFailures = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "clustershard_remote_probe_failures_total",
@@ -119,7 +124,7 @@ func Collectors() []prometheus.Collector {
 	return []prometheus.Collector{
 		RingMembers, OwnedClusters, Clusters, UnownedClusters, Fenced, MembershipRenewFailures, LeaseTransitions,
 		OwnershipWrites, HandoverDuration, UnmanagedDuration, RemoteManagers, RemoteProbeDuration, RemoteProbeFailures,
-		ReplicatedObjects, ReplicationLag, ReplicationErrors, HelmOperations,
+		ReplicatedObjects, ReplicationLag, ReplicationErrors, HelmOperations, RemoteWritesInDoubt,
 	}
 }
 

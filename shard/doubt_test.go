@@ -1,0 +1,142 @@
+package shard_test
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/clustershard/clustershard/internal/metrics"
+	"github.com/clustershard/clustershard/internal/netproxy"
+	"github.com/clustershard/clustershard/registry"
+	"github.com/clustershard/clustershard/shard"
+)
+
+// A remote write that may still land keeps its cluster's Lease from being
+// released: one sent through the fenced transport into a black hole (its
+// connection stops forwarding, the write is cut at the fence deadline, the
+// remote API server may still process it until its server-side timeout),
+// and one still in flight when the hand-over begins. When a joining replica
+// moves both clusters, their Leases are abandoned (left to expire) instead of
+// released, and the new owner takes them only a lease duration later, after
+// the in-doubt write's server-side deadline, while the other moved clusters
+// are released and taken at once (their released-by mark lasts only until
+// b's acquisition, so the test sees the release in how soon b owns them).
+func TestWriteInDoubtAbandonsTheLease(t *testing.T) {
+	ns := namespace(t, "write-doubt")
+	clusters := names(8)
+	tr := newTracker()
+	in := map[string]*instance{}
+	in["a"] = startInstance(t, ns, "a", clusters, trackingHandler{"a", tr})
+	settled(t, tr, ns, expected(t, []string{"a"}, clusters), in, 30*time.Second)
+	var moving []string
+	for _, c := range clusters {
+		if expected(t, []string{"a", "b"}, clusters)[c] == "b" {
+			moving = append(moving, c)
+		}
+	}
+	if len(moving) < 3 {
+		t.Fatalf("want at least three clusters moving to b, got %v", moving)
+	}
+	cut, inflight := moving[0], moving[1]
+	doubtBefore := testutil.ToFloat64(metrics.RemoteWritesInDoubt)
+
+	// The black-holed write of cluster cut.
+	u, err := url.Parse(env.Remotes[0].Config.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := netproxy.New(u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = p.Close() }()
+	cfg := rest.CopyConfig(env.Remotes[0].Config)
+	cfg.Host = "https://" + p.Addr()
+	cs, err := kubernetes.NewForConfig(registry.FencedConfig(cfg, cut, in["a"].c))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CoreV1().Namespaces().Get(t.Context(), "default", metav1.GetOptions{}); err != nil {
+		t.Fatal(err) // a connection open before the black hole
+	}
+	p.Hold()
+	_, err = cs.CoreV1().ConfigMaps("default").Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "in-doubt"}}, metav1.CreateOptions{})
+	cutAt := time.Now()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("want the black-holed write cut at the fence deadline, got %v", err)
+	}
+	if d := testutil.ToFloat64(metrics.RemoteWritesInDoubt) - doubtBefore; d != 1 {
+		t.Fatalf("clustershard_remote_writes_in_doubt_total rose by %v, want 1", d)
+	}
+	// The write of cluster inflight, reported as the transport does, ends
+	// only after the hand-over.
+	ended := in["a"].c.WriteBegan(inflight)
+
+	joined := time.Now()
+	in["b"] = startInstance(t, ns, "b", clusters, trackingHandler{"b", tr})
+	type seen struct {
+		abandoned, released bool
+		owned               time.Time
+	}
+	watch := map[string]*seen{}
+	for _, c := range moving {
+		watch[c] = &seen{}
+	}
+	bound := 2*leaseDuration + 10*time.Second
+	err = wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, bound, true, func(ctx context.Context) (bool, error) {
+		all := true
+		for c, s := range watch {
+			var l coordinationv1.Lease
+			if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: shard.ClusterLeaseName(c)}, &l); err == nil {
+				s.abandoned = s.abandoned || l.Annotations[shard.AbandonedAnnotation] == "true"
+				s.released = s.released || l.Annotations[shard.ReleasedByAnnotation] == "a"
+			}
+			if s.owned.IsZero() && in["b"].c.Owns(c) {
+				s.owned = time.Now()
+			}
+			if c == inflight && s.abandoned && ended != nil {
+				ended(time.Time{}) // answered, after the hand-over abandoned the Lease
+				ended = nil
+			}
+			all = all && !s.owned.IsZero()
+		}
+		return all, nil
+	})
+	if ended != nil {
+		ended(time.Time{})
+	}
+	for _, c := range moving {
+		s := watch[c]
+		t.Logf("%s: abandoned %v, released %v, owned by b %v after b joined", c, s.abandoned, s.released, s.owned.Sub(joined).Round(time.Millisecond))
+	}
+	if err != nil {
+		t.Fatalf("b did not own every moved cluster within %v", bound)
+	}
+	for _, c := range []string{cut, inflight} {
+		if s := watch[c]; !s.abandoned || s.released {
+			t.Errorf("%s, with a write that may still land, was released instead of abandoned (abandoned %v, released %v)", c, s.abandoned, s.released)
+		}
+	}
+	if s := watch[cut]; s.owned.Before(cutAt.Add(leaseDuration)) {
+		t.Errorf("b owned %s %v after its in-doubt write was cut: before the server-side deadline plus a lease duration", cut, s.owned.Sub(cutAt).Round(time.Millisecond))
+	}
+	for _, c := range moving[2:] { // released: b took them at once
+		if s := watch[c]; s.abandoned || s.owned.Sub(joined) >= leaseDuration {
+			t.Errorf("%s, with no write in doubt, was not released at once (abandoned %v, owned by b %v after b joined)", c, s.abandoned, s.owned.Sub(joined))
+		}
+	}
+	if v := tr.check(); len(v) > 0 {
+		t.Fatalf("overlaps: %v", v)
+	}
+}
