@@ -30,13 +30,18 @@ type trackingFence struct {
 	inflight int
 	unanswer int
 	servers  []time.Time // until when each unanswered write may land
+	issued   []time.Time // each deadline WriteDeadline gave
 }
 
 func (f *trackingFence) WriteDeadline(string) (time.Time, error) {
 	if f.refuse.Load() {
 		return time.Time{}, errors.New("not the owner")
 	}
-	return time.Now().Add(f.ahead), nil
+	d := time.Now().Add(f.ahead)
+	f.mu.Lock()
+	f.issued = append(f.issued, d)
+	f.mu.Unlock()
+	return d, nil
 }
 
 func (f *trackingFence) WriteBegan(string) func(time.Time) {
