@@ -115,10 +115,14 @@ demo: controlplane ## Start a local control plane with 3 replicas and show owner
 	$(BIN)/clustershard demo $(DEMO_ARGS)
 
 .PHONY: e2e
-e2e: controlplane prometheus ## Every drill scenario at R=3 M=30 K=300, and Prometheus through a kill drill.
+e2e: controlplane prometheus ## Every drill scenario at R=3 M=30 K=300 at short and at production timings, and Prometheus through a kill drill.
 	go build -o $(BIN)/clustershard ./cmd/clustershard
 	@status=0; \
+	echo ">> drill at short timings (lease 4s, renew deadline 2s, retry 500ms)"; \
 	$(BIN)/clustershard drill --churn --replicas 3 --remotes 3 --clusters-per-remote 10 --objects-per-cluster 10 --report $(BIN)/drill-report.json || status=$$?; \
+	echo ">> drill at production timings (lease 15s, renew deadline 10s, retry 2s)"; \
+	$(BIN)/clustershard drill --churn --replicas 3 --remotes 3 --clusters-per-remote 10 --objects-per-cluster 10 \
+	  --lease-duration 15s --renew-deadline 10s --retry-period 2s --report $(BIN)/drill-report-production.json || status=$$?; \
 	go test -tags e2e -count=1 -timeout 30m -v -run 'TestPrometheusDuringKillDrill' ./cmd/clustershard/ || status=$$?; \
 	exit $$status
 

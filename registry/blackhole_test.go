@@ -2,10 +2,7 @@ package registry_test
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
-	"net"
-	"net/http"
 	"net/url"
 	"sync/atomic"
 	"testing"
@@ -18,59 +15,38 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	certutil "k8s.io/client-go/util/cert"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/clustershard/clustershard/internal/admissionhook"
 	"github.com/clustershard/clustershard/internal/netproxy"
 	"github.com/clustershard/clustershard/registry"
 )
 
-// slowWebhook is a validating admission webhook on loopback (TLS) that
-// allows every request after a delay, calling onReview first.
+// slowWebhook is a validating admission webhook on loopback that allows
+// every request after a delay, calling onReview first (dry runs pass at
+// once).
 type slowWebhook struct {
+	*admissionhook.Server
 	delay    time.Duration
 	onReview atomic.Pointer[func()]
-	calls    atomic.Int64
-	caBundle []byte
-	addr     string
 }
 
 func newSlowWebhook(t *testing.T, delay time.Duration) *slowWebhook {
 	t.Helper()
-	certPEM, keyPEM, err := certutil.GenerateSelfSignedCertKey("127.0.0.1", []net.IP{net.ParseIP("127.0.0.1")}, nil)
+	w := &slowWebhook{delay: delay}
+	srv, err := admissionhook.New(func(_ context.Context, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
+		if f := w.onReview.Load(); f != nil && (req.DryRun == nil || !*req.DryRun) {
+			(*f)()
+			time.Sleep(w.delay)
+		}
+		return nil
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cert, err := tls.X509KeyPair(certPEM, keyPEM)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := &slowWebhook{delay: delay, caBundle: certPEM, addr: l.Addr().String()}
-	srv := &http.Server{Handler: http.HandlerFunc(w.review), TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}}, ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = srv.ServeTLS(l, "", "") }()
-	t.Cleanup(func() { _ = srv.Close() })
+	t.Cleanup(srv.Down)
+	w.Server = srv
 	return w
-}
-
-func (w *slowWebhook) review(rw http.ResponseWriter, r *http.Request) {
-	w.calls.Add(1)
-	var review admissionv1.AdmissionReview
-	if err := jsonDecode(r, &review); err != nil || review.Request == nil {
-		http.Error(rw, "bad review", http.StatusBadRequest)
-		return
-	}
-	if f := w.onReview.Load(); f != nil && (review.Request.DryRun == nil || !*review.Request.DryRun) {
-		(*f)()
-		time.Sleep(w.delay)
-	}
-	review.Response = &admissionv1.AdmissionResponse{UID: review.Request.UID, Allowed: true}
-	review.Request = nil
-	rw.Header().Set("Content-Type", "application/json")
-	_ = jsonEncode(rw, review)
 }
 
 // register makes remote 0 call the webhook for ConfigMaps created in ns,
@@ -78,23 +54,12 @@ func (w *slowWebhook) review(rw http.ResponseWriter, r *http.Request) {
 func (w *slowWebhook) register(t *testing.T, ns string) {
 	t.Helper()
 	ctx := t.Context()
-	fail, none, timeout := admissionregistrationv1.Fail, admissionregistrationv1.SideEffectClassNone, int32(10)
-	u := "https://" + w.addr + "/validate"
 	cfg := &admissionregistrationv1.ValidatingWebhookConfiguration{
 		ObjectMeta: metav1.ObjectMeta{Name: "slow-" + ns},
-		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
-			Name:                    "slow.registry-test.clustershard.io",
-			ClientConfig:            admissionregistrationv1.WebhookClientConfig{URL: &u, CABundle: w.caBundle},
-			FailurePolicy:           &fail,
-			SideEffects:             &none,
-			TimeoutSeconds:          &timeout,
-			AdmissionReviewVersions: []string{"v1"},
-			NamespaceSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}},
-			Rules: []admissionregistrationv1.RuleWithOperations{{
-				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
-				Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"configmaps"}},
-			}},
-		}},
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{w.Webhook("slow.registry-test.clustershard.io", ns, admissionregistrationv1.RuleWithOperations{
+			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+			Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"configmaps"}},
+		}, 10*time.Second)},
 	}
 	if err := env.RemoteClients[0].Create(ctx, cfg); err != nil {
 		t.Fatal(err)
@@ -103,7 +68,7 @@ func (w *slowWebhook) register(t *testing.T, ns string) {
 	ensureNamespace(t, env.RemoteClients[0], ns)
 	eventually(t, 30*time.Second, "the webhook called by the remote API server", func() bool {
 		_ = env.RemoteClients[0].Create(ctx, configMap(ns, "webhook-probe", nil), client.DryRunAll)
-		return w.calls.Load() > 0
+		return w.Calls() > 0
 	})
 }
 

@@ -162,6 +162,3 @@ func configMap(ns, name string, labels map[string]string) *corev1.ConfigMap {
 
 // jsonDecode decodes a request's JSON body into v.
 func jsonDecode(r *http.Request, v any) error { return json.NewDecoder(r.Body).Decode(v) }
-
-// jsonEncode writes v as JSON.
-func jsonEncode(w http.ResponseWriter, v any) error { return json.NewEncoder(w).Encode(v) }

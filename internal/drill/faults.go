@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
@@ -27,17 +30,23 @@ type fault func(ctx context.Context, r *Runner, res *Result) error
 
 // faults by scenario name; Scenarios lists them in their default order.
 var faults = map[string]fault{
-	"kill":               killFault,
-	"term":               termFault,
-	"pause":              pauseFault,
-	"partition":          partitionFault,
-	"apiserver-restart":  apiserverRestartFault,
-	"rolling":            rollingFault,
-	"remote-down":        remoteDownFault,
-	"kubeconfig":         kubeconfigFault,
-	"lease-tamper":       leaseTamperFault,
-	"scale":              scaleFault,
-	"duplicate-identity": duplicateIdentityFault,
+	"kill":                killFault,
+	"term":                termFault,
+	"pause":               pauseFault,
+	"queued-writes-pause": queuedWritesFault,
+	"partition":           partitionFault,
+	"blackhole":           blackholeFault,
+	"release-fails":       releaseFailsFault,
+	"slow-remote-write":   slowRemoteWriteFault,
+	"apiserver-restart":   apiserverRestartFault,
+	"rolling":             rollingFault,
+	"remote-down":         remoteDownFault,
+	"kubeconfig":          kubeconfigFault,
+	"lease-tamper":        leaseTamperFault,
+	"retarget":            retargetFault,
+	"mixed-timings":       mixedTimingsFault,
+	"scale":               scaleFault,
+	"duplicate-identity":  duplicateIdentityFault,
 }
 
 func killFault(ctx context.Context, r *Runner, res *Result) error {
@@ -87,6 +96,88 @@ func pauseFault(ctx context.Context, r *Runner, res *Result) error {
 	return rep.cmd.Process.Signal(syscall.SIGCONT)
 }
 
+// queuedWritesFault restarts a replica with a remote client of 1 QPS and
+// burst 1, changes every source so that its remote writes queue in
+// client-go's rate limiter behind one another, and SIGSTOPs it past the lease
+// duration with the queue full. When it wakes, the writes that waited in the
+// limiter passed the client-side fence long ago: only the fence in the
+// transport, which judges a write when it is really sent, keeps them from
+// reaching clusters the others took meanwhile (I1 reads the remote writes).
+// The victim is then restarted with the usual flags.
+func queuedWritesFault(ctx context.Context, r *Runner, res *Result) error {
+	victim, _, err := r.victim(ctx)
+	if err != nil {
+		return err
+	}
+	res.Victim = victim
+	if err := r.term(victim); err != nil {
+		return err
+	}
+	r.overrides[victim] = override{args: []string{"--remote-qps", "1", "--remote-burst", "1"}}
+	err = r.startReady(ctx, victim)
+	delete(r.overrides, victim) // its next start has the usual flags
+	if err != nil {
+		return err
+	}
+	if err := r.settle(ctx, 60*time.Second); err != nil {
+		return err
+	}
+	holders, err := r.holders(ctx)
+	if err != nil {
+		return err
+	}
+	var owned []string
+	for c, h := range holders {
+		if h == victim {
+			owned = append(owned, c)
+		}
+	}
+	bumped := time.Now()
+	if err := r.bumpObjects(ctx, fmt.Sprintf("%ds", 200+len(r.reps.all))); err != nil {
+		return err
+	}
+	// Stopped as soon as a remote API server saw it read or write a copy
+	// after the change: at one request a second, its next request, the
+	// write that follows the read of a copy or the next source's, waits in
+	// its limiter, having passed any check made before client-go's.
+	if !pollUntil(ctx, 30*time.Second, func() bool { return r.requestedCopySince(victim, bumped) }) {
+		return fmt.Errorf("%s sent no request for a copy within 30s of the sources' change", victim)
+	}
+	rep := r.reps.live[victim]
+	at := time.Now()
+	if err := rep.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		return err
+	}
+	rep.paused = true
+	r.moved(ctx, res, "", owned, at, r.crashBound())
+	_ = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		return time.Since(at) > r.o.LeaseDuration+time.Second, nil
+	})
+	rep.paused = false
+	if err := rep.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		return err
+	}
+	time.Sleep(3 * time.Second) // the queue drains against the fence
+	return errors.Join(r.term(victim), r.startReady(ctx, victim))
+}
+
+// requestedCopySince reports whether a remote API server recorded a read or
+// a write of a copy by a process of replica id received at or after since.
+func (r *Runner) requestedCopySince(id string, since time.Time) bool {
+	for _, rc := range r.cp.Remotes {
+		requests, err := readAudit(localcluster.AuditLogPath(r.dir, rc.Name))
+		if err != nil {
+			return false
+		}
+		for _, w := range requests {
+			if shard.HolderName(w.Replica) == id && !w.Received.Before(since) && strings.HasPrefix(w.Object, "examplechaos ") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // partitionFault cuts one replica's connections to the management API
 // server (its proxy closes them and refuses new ones) for longer than the
 // lease duration, then heals: the replica fences itself, the others take
@@ -106,6 +197,214 @@ func partitionFault(ctx context.Context, r *Runner, res *Result) error {
 	})
 	p.Heal()
 	return nil
+}
+
+// blackholeFault is a partition that closes nothing: the victim's proxy
+// keeps its connections (and accepts new ones) but forwards no byte either
+// way for longer than the lease duration, so the victim learns of it only
+// from its own timeouts (every call of an ownership pass is bounded). It
+// fences itself on its local clock, the others take its clusters, and what
+// was held back is delivered after the heal: a late renewal, which must not
+// revive the victim's old ownership.
+func blackholeFault(ctx context.Context, r *Runner, res *Result) error {
+	victim, owned, err := r.victim(ctx)
+	if err != nil {
+		return err
+	}
+	res.Victim = victim
+	p := r.proxies[victim]
+	at := time.Now()
+	p.Hold()
+	r.moved(ctx, res, "", owned, at, r.crashBound())
+	_ = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		return time.Since(at) > r.o.LeaseDuration+time.Second, nil
+	})
+	p.Heal()
+	return nil
+}
+
+// releaseFailsFault makes a live replica's releases fail: while a
+// ValidatingAdmissionPolicy of the management API server refuses every
+// release of a cluster Lease held by the replica with the most clusters,
+// another replica is stopped and started again, and the busiest one hands
+// clusters over to it. The policy is lifted half a renew deadline after the
+// hand-over began (its membership stays valid throughout). The refused
+// releases must be retried, or the Leases freed on a later pass, rather
+// than forgotten with the Lease still naming a live replica that runs
+// nothing: every cluster it handed over runs again within the crash bound
+// (I2).
+func releaseFailsFault(ctx context.Context, r *Runner, res *Result) error {
+	victim, _, err := r.victim(ctx)
+	if err != nil {
+		return err
+	}
+	res.Victim = victim
+	var joiner string
+	for _, id := range r.liveIDs() {
+		if id != victim {
+			joiner = id
+		}
+	}
+	if err := r.term(joiner); err != nil {
+		return err
+	}
+	if err := r.settle(ctx, 60*time.Second); err != nil {
+		return err
+	}
+	lift, err := r.refuseReleases(ctx, victim)
+	if err != nil {
+		return errors.Join(err, lift(), r.startReady(ctx, joiner))
+	}
+	rep := r.reps.live[victim]
+	at := time.Now()
+	if err := r.startReplica(joiner); err != nil {
+		return errors.Join(err, lift())
+	}
+	if !pollUntil(ctx, r.readyTimeout(), func() bool { return len(releasedSince(rep.journal, at)) > 0 }) {
+		return errors.Join(fmt.Errorf("%s handed nothing over within %v of %s's start", victim, r.readyTimeout(), joiner), lift())
+	}
+	time.Sleep(r.renewDeadline() / 2)
+	if err := lift(); err != nil {
+		return err
+	}
+	res.Notes = append(res.Notes, fmt.Sprintf("releases of %s refused until %v after it began handing clusters over to %s",
+		victim, r.renewDeadline()/2, joiner))
+	err = r.waitReady(ctx, joiner, r.readyTimeout())
+	r.moved(ctx, res, "", releasedSince(rep.journal, at), at, r.crashBound())
+	return err
+}
+
+// refuseReleases makes the management API server refuse every release of a
+// cluster Lease held by replica id (an update that clears its holder), and
+// returns once it does; lift removes the refusal.
+func (r *Runner) refuseReleases(ctx context.Context, id string) (lift func() error, err error) {
+	fail := admissionregistrationv1.Fail
+	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "drill-refuse-releases"},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: &fail,
+			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
+					Rule:       admissionregistrationv1.Rule{APIGroups: []string{"coordination.k8s.io"}, APIVersions: []string{"v1"}, Resources: []string{"leases"}},
+				},
+			}}},
+			Validations: []admissionregistrationv1.Validation{{
+				Expression: fmt.Sprintf(`!(has(oldObject.spec.holderIdentity) && oldObject.spec.holderIdentity == %q && (!has(object.spec.holderIdentity) || object.spec.holderIdentity == ""))`, id),
+				Message:    "the drill refuses the releases of " + id,
+			}},
+		},
+	}
+	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: policy.Name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
+			PolicyName: policy.Name, ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
+		},
+	}
+	lift = func() error {
+		var errs []error
+		for _, o := range []client.Object{binding, policy} {
+			errs = append(errs, client.IgnoreNotFound(r.c.Delete(context.WithoutCancel(ctx), o)))
+		}
+		return errors.Join(errs...)
+	}
+	for _, o := range []client.Object{policy, binding} {
+		if err := r.c.Create(ctx, o); err != nil {
+			return lift, err
+		}
+	}
+	// The policy takes effect within seconds: until a dry-run release of
+	// one of its Leases is refused.
+	owned, err := r.clustersOf(ctx, id)
+	if err != nil || len(owned) == 0 {
+		return lift, fmt.Errorf("%s holds no cluster Lease to refuse the release of: %w", id, err)
+	}
+	if !pollUntil(ctx, 30*time.Second, func() bool {
+		var l coordinationv1.Lease
+		if err := r.c.Get(ctx, client.ObjectKey{Namespace: Namespace, Name: shard.ClusterLeaseName(owned[0])}, &l); err != nil {
+			return false
+		}
+		l.Spec.HolderIdentity = ptr.To("")
+		return apierrors.IsInvalid(r.c.Update(ctx, &l, client.DryRunAll))
+	}) {
+		return lift, errors.New("the release-refusing policy took no effect within 30s")
+	}
+	return lift, nil
+}
+
+// releasedSince returns the clusters a journal shows handed over
+// ("releasing") at or after since.
+func releasedSince(journal string, since time.Time) []string {
+	entries, err := ReadJournal(journal)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, e := range entries {
+		if e.Event == shard.JournalReleasing && !e.Time.Before(since) && !slices.Contains(out, e.Cluster) {
+			out = append(out, e.Cluster)
+		}
+	}
+	return out
+}
+
+// pollUntil polls cond every 10ms until it holds (true) or timeout passes.
+func pollUntil(ctx context.Context, timeout time.Duration, cond func() bool) bool {
+	return wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		return cond(), nil
+	}) == nil
+}
+
+// mixedTimingsFault is a rolling change of the timing flags caught half
+// way: the replica with the most clusters restarts with twice the lease
+// duration of the others and a renew deadline longer than their lease
+// duration (1.5 times), takes its share back, and is
+// SIGSTOPped. The others must wait out its longer lease, published on its
+// membership Lease, before they take its clusters (I1 judges its authority
+// by its own renew deadline), and take them within that lease plus the
+// crash slack (I2). It is then woken and restarted with the usual timings.
+func mixedTimingsFault(ctx context.Context, r *Runner, res *Result) error {
+	victim, _, err := r.victim(ctx)
+	if err != nil {
+		return err
+	}
+	res.Victim = victim
+	if err := r.term(victim); err != nil {
+		return err
+	}
+	// A renew deadline longer than the others' lease duration: they must
+	// not judge it gone by their own lease.
+	long := override{leaseDuration: 2 * r.o.LeaseDuration, renewDeadline: 3 * r.o.LeaseDuration / 2}
+	r.overrides[victim] = long
+	err = r.startReady(ctx, victim)
+	delete(r.overrides, victim) // its next start has the usual timings
+	if err != nil {
+		return err
+	}
+	if err := r.settle(ctx, 60*time.Second); err != nil {
+		return err
+	}
+	owned, err := r.clustersOf(ctx, victim)
+	if err != nil {
+		return err
+	}
+	res.Notes = append(res.Notes, fmt.Sprintf("%s ran with lease duration %v and renew deadline %v, the others %v and %v",
+		victim, long.leaseDuration, long.renewDeadline, r.o.LeaseDuration, r.renewDeadline()))
+	rep := r.reps.live[victim]
+	at := time.Now()
+	if err := rep.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		return err
+	}
+	rep.paused = true
+	r.moved(ctx, res, "", owned, at, long.leaseDuration+5*time.Second)
+	_ = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
+		return time.Since(at) > long.leaseDuration+time.Second, nil
+	})
+	rep.paused = false
+	if err := rep.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		return err
+	}
+	return errors.Join(r.term(victim), r.startReady(ctx, victim))
 }
 
 // apiserverRestartFault restarts the management API server: replicas lose

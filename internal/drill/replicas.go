@@ -38,6 +38,9 @@ type replica struct {
 	expectExit, termed bool
 	// leakChecked is set once its exit record was checked (I4).
 	leakChecked bool
+	// renewDeadline is its membership's: its authority lapses that long
+	// after a renewal was sent when none followed (the checker's I1).
+	renewDeadline time.Duration
 }
 
 // incarnations are every replica process started, for the checker.
@@ -76,20 +79,25 @@ func (r *Runner) spawn(id string) (*replica, error) {
 		_ = logf.Close()
 		return nil, err
 	}
-	lease := r.o.LeaseDuration
+	ov := r.overrides[id]
+	lease, renew, retry := r.o.LeaseDuration, r.renewDeadline(), r.o.retryPeriod()
+	if ov.leaseDuration != 0 {
+		lease, renew = ov.leaseDuration, ov.renewDeadline
+	}
 	cmd := exec.Command(r.o.Binary, "run",
 		"--kubeconfig", kubeconfig, "--namespace", Namespace, "--replica-id", id,
 		"--replicate-kind", fleet.ExampleKind,
-		"--lease-duration", lease.String(), "--renew-deadline", r.renewDeadline().String(), "--retry-period", (lease / 8).String(),
+		"--lease-duration", lease.String(), "--renew-deadline", renew.String(), "--retry-period", retry.String(),
 		"--probe-interval", "1s", "--shutdown-timeout", "20s", "--ownership-journal", base+".journal",
 		"--metrics-bind-address", "0", "--health-probe-bind-address", probe)
+	cmd.Args = append(cmd.Args, ov.args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		_ = logf.Close()
 		return nil, err
 	}
-	rep := &replica{id: id, journal: base + ".journal", probe: probe, cmd: cmd, exited: make(chan struct{})}
+	rep := &replica{id: id, journal: base + ".journal", probe: probe, cmd: cmd, exited: make(chan struct{}), renewDeadline: renew}
 	go func() {
 		_ = cmd.Wait()
 		_ = logf.Close()
@@ -178,7 +186,14 @@ func (r *Runner) replicaKubeconfig(id string) (string, error) {
 	return path, clientcmd.WriteToFile(*cfg, path)
 }
 
-func (r *Runner) renewDeadline() time.Duration { return r.o.LeaseDuration / 2 }
+func (r *Runner) renewDeadline() time.Duration { return r.o.renewDeadline() }
+
+// override is what a replica's next starts change: its membership timings
+// (both set, or neither) and flags added to the usual ones.
+type override struct {
+	leaseDuration, renewDeadline time.Duration
+	args                         []string
+}
 
 // kill SIGKILLs a replica and waits until it is gone.
 func (r *Runner) kill(id string) {
@@ -195,19 +210,31 @@ func (r *Runner) term(id string) error {
 	rep := r.reps.live[id]
 	rep.expectExit, rep.termed = true, true
 	_ = rep.cmd.Process.Signal(syscall.SIGTERM)
+	return r.awaitExit(id)()
+}
+
+// awaitExit takes replica id, just sent SIGTERM, out of the live ones and
+// returns a function that waits for its exit, with status 0 within 30s of
+// this call (else it is killed), to be called on the runner's goroutine.
+func (r *Runner) awaitExit(id string) func() error {
+	rep := r.reps.live[id]
+	rep.expectExit, rep.termed = true, true
 	delete(r.reps.live, id)
-	select {
-	case <-rep.exited:
-		rep.killedAt = time.Now()
-	case <-time.After(30 * time.Second):
-		r.reps.live[id] = rep
-		r.kill(id)
-		return fmt.Errorf("%s did not exit within 30s of SIGTERM", id)
+	timeout := time.After(30 * time.Second)
+	return func() error {
+		select {
+		case <-rep.exited:
+			rep.killedAt = time.Now()
+		case <-timeout:
+			r.reps.live[id] = rep
+			r.kill(id)
+			return fmt.Errorf("%s did not exit within 30s of SIGTERM", id)
+		}
+		if code := rep.cmd.ProcessState.ExitCode(); code != 0 {
+			return fmt.Errorf("%s exited with status %d after SIGTERM", id, code)
+		}
+		return nil
 	}
-	if code := rep.cmd.ProcessState.ExitCode(); code != 0 {
-		return fmt.Errorf("%s exited with status %d after SIGTERM", id, code)
-	}
-	return nil
 }
 
 // leaks checks the exit record of every replica SIGTERMed and exited since

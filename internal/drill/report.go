@@ -17,6 +17,8 @@ type Report struct {
 	Clusters      int      `json:"clusters"`
 	Objects       int      `json:"objects"`
 	LeaseDuration string   `json:"leaseDuration"`
+	RenewDeadline string   `json:"renewDeadline"`
+	RetryPeriod   string   `json:"retryPeriod"`
 	Scenarios     []Result `json:"scenarios"`
 	// Leftovers are child processes still alive after the drill's cleanup
 	// (I4: there must be none).

@@ -19,13 +19,14 @@ import (
 	"github.com/clustershard/clustershard/internal/localcluster"
 	"github.com/clustershard/clustershard/internal/netproxy"
 	"github.com/clustershard/clustershard/internal/scheme"
+	"github.com/clustershard/clustershard/shard"
 )
 
 // Namespace holds the drill's Leases and kubeconfig Secrets.
 const Namespace = "clustershard-system"
 
 // Scenarios are the faults the runner knows, in the order it runs them.
-var Scenarios = []string{"kill", "term", "pause", "partition", "apiserver-restart", "rolling", "remote-down", "kubeconfig", "lease-tamper", "scale", "duplicate-identity"}
+var Scenarios = []string{"kill", "term", "pause", "queued-writes-pause", "partition", "blackhole", "release-fails", "slow-remote-write", "apiserver-restart", "rolling", "remote-down", "kubeconfig", "lease-tamper", "retarget", "mixed-timings", "scale", "duplicate-identity"}
 
 // Options size and time a drill.
 type Options struct {
@@ -36,6 +37,9 @@ type Options struct {
 	ClustersPerRemote int
 	ObjectsPerCluster int
 	LeaseDuration     time.Duration
+	// RenewDeadline and RetryPeriod of the replicas' membership; zero:
+	// half and an eighth of LeaseDuration.
+	RenewDeadline, RetryPeriod time.Duration
 	// Scenarios to run, from Scenarios.
 	Scenarios []string
 	// Churn creates, updates and deletes sources continuously during each
@@ -52,6 +56,21 @@ type Options struct {
 	Out io.Writer
 }
 
+// renewDeadline and retryPeriod are the replicas' timings, defaults filled in.
+func (o *Options) renewDeadline() time.Duration {
+	if o.RenewDeadline == 0 {
+		return o.LeaseDuration / 2
+	}
+	return o.RenewDeadline
+}
+
+func (o *Options) retryPeriod() time.Duration {
+	if o.RetryPeriod == 0 {
+		return o.LeaseDuration / 8
+	}
+	return o.RetryPeriod
+}
+
 func (o *Options) validate() error {
 	var errs []error
 	if o.Replicas < 2 || o.Remotes < 1 || o.ClustersPerRemote < 1 || o.ObjectsPerCluster < 0 {
@@ -59,6 +78,9 @@ func (o *Options) validate() error {
 	}
 	if o.LeaseDuration < 2*time.Second {
 		errs = append(errs, errors.New("--lease-duration must be at least 2s"))
+	}
+	if err := shard.ValidateTiming(o.LeaseDuration, o.renewDeadline(), o.retryPeriod()); err != nil {
+		errs = append(errs, fmt.Errorf("--lease-duration %v, --renew-deadline %v, --retry-period %v: %w", o.LeaseDuration, o.renewDeadline(), o.retryPeriod(), err))
 	}
 	for _, s := range o.Scenarios {
 		if !slices.Contains(Scenarios, s) {
@@ -82,8 +104,13 @@ type Runner struct {
 	remotes    []client.Client
 	reps       incarnations
 	proxies    map[string]*netproxy.Proxy // by replica id: its way to the management API server
+	overrides  map[string]override        // by replica id: what its next starts change
 	churned    int                        // churn objects made so far
-	duration   string                     // the current spec.duration of every source
+	retargets  int                        // retarget rounds so far
+	// moving: the fleet has moving sources in SharedNamespace (a drill's,
+	// not a measuring session's).
+	moving   bool
+	duration string // the current spec.duration of every source
 	// allOwned and startUp: from the replicas' start until every cluster
 	// Lease was held, and until every remote manager ran.
 	allOwned, startUp time.Duration
@@ -103,7 +130,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if o.Converge == 0 {
 		o.Converge = 60 * time.Second
 	}
-	r := &Runner{o: o, reps: incarnations{live: map[string]*replica{}, count: map[string]int{}}, proxies: map[string]*netproxy.Proxy{}}
+	r := &Runner{o: o, reps: incarnations{live: map[string]*replica{}, count: map[string]int{}}, proxies: map[string]*netproxy.Proxy{}, overrides: map[string]override{}, moving: true}
 	rep, err := r.run(ctx)
 	err = errors.Join(err, r.cleanup())
 	// I4: nothing left behind — no replica, API server or etcd process, and
@@ -124,7 +151,8 @@ func (r *Runner) run(ctx context.Context) (*Report, error) {
 		return nil, err
 	}
 	report := &Report{Machine: machine(), Replicas: r.o.Replicas, Clusters: len(r.clusters),
-		Objects: len(r.clusters) * r.o.ObjectsPerCluster, LeaseDuration: r.o.LeaseDuration.String()}
+		Objects: len(r.clusters) * r.o.ObjectsPerCluster, LeaseDuration: r.o.LeaseDuration.String(),
+		RenewDeadline: r.o.renewDeadline().String(), RetryPeriod: r.o.retryPeriod().String()}
 	for _, name := range r.o.Scenarios {
 		res := r.scenario(ctx, name)
 		report.Scenarios = append(report.Scenarios, res)
@@ -179,10 +207,18 @@ func (r *Runner) start(ctx context.Context) error {
 			return err
 		}
 	}
+	if r.moving {
+		fo.SharedNamespace = SharedNamespace
+	}
 	if r.clusters, err = fleet.Populate(ctx, r.c, r.cp, fo); err != nil {
 		return err
 	}
 	r.duration = fleet.ObjectDuration
+	if r.moving {
+		if err := r.ensureMovingSources(ctx); err != nil {
+			return err
+		}
+	}
 	r.logf("==> %d replicas, %d clusters, %d objects (logs and journals in %s)", r.o.Replicas, len(r.clusters), len(r.clusters)*r.o.ObjectsPerCluster, r.dir)
 	started := time.Now()
 	for i := range r.o.Replicas {

@@ -251,43 +251,61 @@ func (r *Runner) converged(ctx context.Context, res *Result, duration string) {
 
 func (r *Runner) convergenceProblems(ctx context.Context, duration string) []string {
 	var problems []string
-	sources := map[string]bool{}
+	byName := map[string]fleet.Cluster{}
 	for _, cl := range r.clusters {
-		var list examplev1alpha1.ExampleChaosList
-		if err := r.c.List(ctx, &list, client.InNamespace(cl.Scope)); err != nil {
-			return []string{err.Error()}
+		byName[cl.Name] = cl
+	}
+	var list examplev1alpha1.ExampleChaosList
+	if err := r.c.List(ctx, &list); err != nil {
+		return []string{err.Error()}
+	}
+	named := map[string]string{} // namespace/name of each source → the cluster it names
+	for _, src := range list.Items {
+		key := src.Spec.RemoteCluster + "/" + src.Namespace + "/" + src.Name
+		named[src.Namespace+"/"+src.Name] = src.Spec.RemoteCluster
+		cl, ok := byName[src.Spec.RemoteCluster]
+		switch {
+		case !src.DeletionTimestamp.IsZero():
+			problems = append(problems, key+": source stuck in deletion")
+			continue
+		case !ok:
+			problems = append(problems, key+": source names a cluster outside the fleet")
+			continue
 		}
-		for _, src := range list.Items {
-			key := cl.Name + "/" + src.Namespace + "/" + src.Name
-			sources[key] = true
-			if !src.DeletionTimestamp.IsZero() {
-				problems = append(problems, key+": source stuck in deletion")
-				continue
-			}
-			cond := meta.FindStatusCondition(src.Status.Conditions, replication.ConditionRemoteSynced)
-			switch {
-			case cond == nil:
-				problems = append(problems, key+": no RemoteSynced condition")
-			case cond.Status != "True" || cond.ObservedGeneration != src.Generation:
-				problems = append(problems, fmt.Sprintf("%s: RemoteSynced %s for generation %d of %d: %s: %s",
-					key, cond.Status, cond.ObservedGeneration, src.Generation, cond.Reason, cond.Message))
-			}
-			var cp examplev1alpha1.ExampleChaos
-			err := r.remote(cl.Remote).Get(ctx, client.ObjectKeyFromObject(&src), &cp)
-			switch {
-			case err != nil:
-				problems = append(problems, key+": no remote copy: "+err.Error())
-			case cp.Spec.Duration != src.Spec.Duration || cp.Spec.Action != src.Spec.Action || (src.Spec.Duration != duration && !strings.HasPrefix(src.Name, "churn-")):
-				problems = append(problems, key+": remote copy has an old spec")
-			}
+		cond := meta.FindStatusCondition(src.Status.Conditions, replication.ConditionRemoteSynced)
+		switch {
+		case cond == nil:
+			problems = append(problems, key+": no RemoteSynced condition")
+		case cond.Status != "True" || cond.ObservedGeneration != src.Generation:
+			problems = append(problems, fmt.Sprintf("%s: RemoteSynced %s for generation %d of %d: %s: %s",
+				key, cond.Status, cond.ObservedGeneration, src.Generation, cond.Reason, cond.Message))
 		}
+		var cp examplev1alpha1.ExampleChaos
+		err := r.remote(cl.Remote).Get(ctx, client.ObjectKeyFromObject(&src), &cp)
+		switch {
+		case err != nil:
+			problems = append(problems, key+": no remote copy: "+err.Error())
+		case cp.Labels[replication.ClusterLabel] != cl.Name:
+			problems = append(problems, fmt.Sprintf("%s: the remote copy is %s's", key, cp.Labels[replication.ClusterLabel]))
+		case cp.Spec.Duration != src.Spec.Duration || cp.Spec.Action != src.Spec.Action || (src.Spec.Duration != duration && !strings.HasPrefix(src.Name, "churn-")):
+			problems = append(problems, key+": remote copy has an old spec")
+		}
+	}
+	// Every copy in every cluster, in any namespace, belongs to a source
+	// that names that cluster now: none of a deleted source, none left
+	// behind in the cluster a source moved away from.
+	for _, cl := range r.clusters {
 		var copies examplev1alpha1.ExampleChaosList
-		if err := r.remote(cl.Remote).List(ctx, &copies, client.InNamespace(cl.Scope), client.MatchingLabels{replication.ClusterLabel: cl.Name}); err != nil {
+		if err := r.remote(cl.Remote).List(ctx, &copies, client.MatchingLabels{replication.ClusterLabel: cl.Name}); err != nil {
 			return []string{err.Error()}
 		}
 		for _, cp := range copies.Items {
-			if !sources[cl.Name+"/"+cp.Namespace+"/"+cp.Name] {
-				problems = append(problems, cl.Name+"/"+cp.Namespace+"/"+cp.Name+": remote copy without a source")
+			key := cl.Name + "/" + cp.Namespace + "/" + cp.Name
+			switch now, ok := named[cp.Namespace+"/"+cp.Name]; {
+			case !ok:
+				problems = append(problems, key+": remote copy without a source")
+			case now != cl.Name:
+				problems = append(problems, fmt.Sprintf("%s: remote copy left behind, its source names %q now", key, now))
 			}
 		}
 		if r.o.Helm {
@@ -337,7 +355,7 @@ func (r *Runner) exclusive(res *Result) {
 	var ivs []Interval
 	now := time.Now()
 	for rep, entries := range js {
-		ivs = append(ivs, Intervals(entries, r.renewDeadline(), rep.killedAt, now)...)
+		ivs = append(ivs, Intervals(entries, rep.renewDeadline, rep.killedAt, now)...)
 	}
 	res.Intervals, res.Writes = len(ivs), len(writes)
 	for _, o := range Overlaps(ivs) {

@@ -37,7 +37,7 @@ func NewSession(ctx context.Context, o Options) (*Session, error) {
 	if o.Converge == 0 {
 		o.Converge = 5 * time.Minute
 	}
-	r := &Runner{o: o, reps: incarnations{live: map[string]*replica{}, count: map[string]int{}}, proxies: map[string]*netproxy.Proxy{}}
+	r := &Runner{o: o, reps: incarnations{live: map[string]*replica{}, count: map[string]int{}}, proxies: map[string]*netproxy.Proxy{}, overrides: map[string]override{}}
 	if err := r.start(ctx); err != nil {
 		return nil, errors.Join(err, r.cleanup())
 	}
@@ -112,7 +112,7 @@ func (s *Session) Gaps(clusters []string, since time.Time) (map[string]time.Dura
 	ends := map[string]time.Time{}
 	endOf := map[string]*replica{}
 	for rep, entries := range js {
-		for _, iv := range Intervals(entries, s.r.renewDeadline(), rep.killedAt, now) {
+		for _, iv := range Intervals(entries, rep.renewDeadline, rep.killedAt, now) {
 			if !iv.Start.After(since) && iv.End.After(since) && iv.End.Before(now) {
 				ends[iv.Cluster], endOf[iv.Cluster] = iv.End, rep
 			}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"slices"
 	"time"
 
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
@@ -36,6 +37,13 @@ func (w Write) String() string {
 // remotecluster.RemoteUserAgent) from a kube-apiserver JSON audit log; a
 // missing file has none.
 func ReadAuditWrites(path string) ([]Write, error) {
+	requests, err := readAudit(path)
+	return slices.DeleteFunc(requests, func(w Write) bool { return w.Verb == "get" }), err
+}
+
+// readAudit reads every request of replicas that an audit log recorded:
+// writes, and the reads its policy records.
+func readAudit(path string) ([]Write, error) {
 	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil

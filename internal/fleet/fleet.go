@@ -36,6 +36,10 @@ type Options struct {
 	// HelmChart, when set, is a local chart path (WriteAgentChart) that
 	// every cluster installs as release AgentRelease in its scope namespace.
 	HelmChart string
+	// SharedNamespace, when set, is a namespace every cluster is limited to
+	// besides its own: objects there may name any cluster, and be moved
+	// from one to another.
+	SharedNamespace string
 }
 
 // Cluster is one populated RemoteCluster.
@@ -53,6 +57,11 @@ func Populate(ctx context.Context, c client.Client, cp *localcluster.ControlPlan
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: o.Namespace}}); client.IgnoreAlreadyExists(err) != nil {
 		return nil, err
 	}
+	if o.SharedNamespace != "" {
+		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: o.SharedNamespace}}); client.IgnoreAlreadyExists(err) != nil {
+			return nil, err
+		}
+	}
 	var out []Cluster
 	for r, remote := range cp.Remotes {
 		for i := range o.ClustersPerRemote {
@@ -62,6 +71,10 @@ func Populate(ctx context.Context, c client.Client, cp *localcluster.ControlPlan
 				return nil, err
 			}
 			scope := o.ScopePrefix + name
+			namespaces := []string{scope}
+			if o.SharedNamespace != "" {
+				namespaces = append(namespaces, o.SharedNamespace)
+			}
 			install := &v1alpha1.InstallSpec{Namespace: scope}
 			if o.HelmChart != "" {
 				install.Helm = &v1alpha1.HelmInstall{
@@ -74,7 +87,7 @@ func Populate(ctx context.Context, c client.Client, cp *localcluster.ControlPlan
 				Spec: v1alpha1.RemoteClusterSpec{
 					KubeConfig: v1alpha1.KubeConfigSource{SecretRef: v1alpha1.SecretKeyReference{Namespace: o.Namespace, Name: secret, Key: localcluster.DefaultSecretKey}},
 					Install:    install,
-					Namespaces: []string{scope},
+					Namespaces: namespaces,
 				},
 			}
 			if err := c.Create(ctx, rc); err != nil {

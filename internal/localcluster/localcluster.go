@@ -188,13 +188,18 @@ func (cp *ControlPlane) newRemote(i int) (*Cluster, error) {
 }
 
 // writeAuditPolicy records every write request once, when its response is
-// complete, at metadata level; nothing else.
+// complete, at metadata level, and the reads of single objects of the
+// example API (a drill tells from them what a replica is about to write);
+// nothing else.
 const writeAuditPolicy = `apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: ["RequestReceived"]
 rules:
 - level: Metadata
   verbs: ["create", "update", "patch", "delete", "deletecollection"]
+- level: Metadata
+  verbs: ["get"]
+  resources: [{group: example.clustershard.io}]
 - level: None
 `
 

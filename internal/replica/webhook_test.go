@@ -2,11 +2,8 @@ package replica_test
 
 import (
 	"context"
-	"crypto/tls"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"reflect"
 	"strings"
@@ -17,12 +14,12 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	certutil "k8s.io/client-go/util/cert"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	examplev1alpha1 "github.com/clustershard/clustershard/api/example/v1alpha1"
 	"github.com/clustershard/clustershard/controllers/replicate"
 	"github.com/clustershard/clustershard/controllers/replication"
+	"github.com/clustershard/clustershard/internal/admissionhook"
 	"github.com/clustershard/clustershard/internal/replica"
 )
 
@@ -31,82 +28,37 @@ import (
 // ("Cannot update chaos spec"). It can be taken down and brought back on
 // the same address.
 type specWebhook struct {
-	t        *testing.T
-	addr     string
-	cert     tls.Certificate
-	caBundle []byte
-	srv      *http.Server
-	calls    atomic.Int64
-	denied   atomic.Int64
+	*admissionhook.Server
+	t      *testing.T
+	denied atomic.Int64
 }
 
 func newSpecWebhook(t *testing.T) *specWebhook {
 	t.Helper()
-	certPEM, keyPEM, err := certutil.GenerateSelfSignedCertKey("127.0.0.1", []net.IP{net.ParseIP("127.0.0.1")}, nil)
+	w := &specWebhook{t: t}
+	srv, err := admissionhook.New(w.review)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cert, err := tls.X509KeyPair(certPEM, keyPEM)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := &specWebhook{t: t, cert: cert, caBundle: certPEM}
-	w.up("127.0.0.1:0")
-	t.Cleanup(w.down)
+	t.Cleanup(srv.Down)
+	w.Server = srv
 	return w
 }
 
-func (w *specWebhook) up(addr string) {
-	w.t.Helper()
-	var l net.Listener
-	var err error
-	for range 50 { // the address was just released: retry briefly
-		if l, err = net.Listen("tcp", addr); err == nil {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
+func (w *specWebhook) review(_ context.Context, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
+	if req.Operation != admissionv1.Update {
+		return nil
 	}
-	if err != nil {
-		w.t.Fatal(err)
+	var before, after struct {
+		Spec map[string]any `json:"spec"`
 	}
-	w.addr = l.Addr().String()
-	w.srv = &http.Server{Handler: http.HandlerFunc(w.review), TLSConfig: &tls.Config{Certificates: []tls.Certificate{w.cert}}, ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		if err := w.srv.ServeTLS(l, "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			w.t.Errorf("webhook server: %v", err)
-		}
-	}()
-}
-
-func (w *specWebhook) down() {
-	if w.srv != nil {
-		_ = w.srv.Close()
-		w.srv = nil
+	_ = json.Unmarshal(req.OldObject.Raw, &before)
+	_ = json.Unmarshal(req.Object.Raw, &after)
+	if reflect.DeepEqual(before.Spec, after.Spec) {
+		return nil
 	}
-}
-
-func (w *specWebhook) review(rw http.ResponseWriter, r *http.Request) {
-	w.calls.Add(1)
-	var review admissionv1.AdmissionReview
-	if err := json.NewDecoder(r.Body).Decode(&review); err != nil || review.Request == nil {
-		http.Error(rw, "bad review", http.StatusBadRequest)
-		return
-	}
-	resp := &admissionv1.AdmissionResponse{UID: review.Request.UID, Allowed: true}
-	if review.Request.Operation == admissionv1.Update {
-		var before, after struct {
-			Spec map[string]any `json:"spec"`
-		}
-		_ = json.Unmarshal(review.Request.OldObject.Raw, &before)
-		_ = json.Unmarshal(review.Request.Object.Raw, &after)
-		if !reflect.DeepEqual(before.Spec, after.Spec) {
-			w.denied.Add(1)
-			resp.Allowed = false
-			resp.Result = &metav1.Status{Code: http.StatusForbidden, Message: "Cannot update chaos spec"}
-		}
-	}
-	review.Response, review.Request = resp, nil
-	_ = json.NewEncoder(rw).Encode(review)
+	w.denied.Add(1)
+	return &admissionv1.AdmissionResponse{Result: &metav1.Status{Code: http.StatusForbidden, Message: "Cannot update chaos spec"}}
 }
 
 // register installs the webhook in remote 0 for StrictChaos writes in ns,
@@ -116,26 +68,15 @@ func (w *specWebhook) register(ns string) {
 	t := w.t
 	t.Helper()
 	ctx := t.Context()
-	fail, none, timeout := admissionregistrationv1.Fail, admissionregistrationv1.SideEffectClassNone, int32(2)
-	url := "https://" + w.addr + "/validate"
 	cfg := &admissionregistrationv1.ValidatingWebhookConfiguration{
 		ObjectMeta: metav1.ObjectMeta{Name: "strictchaos-" + ns},
-		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
-			Name:                    "vstrictchaos.example.clustershard.io",
-			ClientConfig:            admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: w.caBundle},
-			FailurePolicy:           &fail,
-			SideEffects:             &none,
-			TimeoutSeconds:          &timeout,
-			AdmissionReviewVersions: []string{"v1"},
-			NamespaceSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}},
-			Rules: []admissionregistrationv1.RuleWithOperations{{
-				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
-				Rule: admissionregistrationv1.Rule{
-					APIGroups: []string{examplev1alpha1.GroupVersion.Group}, APIVersions: []string{examplev1alpha1.GroupVersion.Version},
-					Resources: []string{"strictchaos"},
-				},
-			}},
-		}},
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{w.Webhook("vstrictchaos.example.clustershard.io", ns, admissionregistrationv1.RuleWithOperations{
+			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+			Rule: admissionregistrationv1.Rule{
+				APIGroups: []string{examplev1alpha1.GroupVersion.Group}, APIVersions: []string{examplev1alpha1.GroupVersion.Version},
+				Resources: []string{"strictchaos"},
+			},
+		}, 2*time.Second)},
 	}
 	if err := env.RemoteClients[0].Create(ctx, cfg); err != nil {
 		t.Fatal(err)
@@ -146,7 +87,7 @@ func (w *specWebhook) register(ns string) {
 	eventually(t, 30*time.Second, "the webhook called by the remote API server", func() bool {
 		probe := &examplev1alpha1.StrictChaos{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "webhook-probe"}}
 		probeErr = env.RemoteClients[0].Create(ctx, probe, client.DryRunAll)
-		return w.calls.Load() > 0
+		return w.Calls() > 0
 	})
 	t.Logf("webhook active (dry-run create: %v)", probeErr)
 }
@@ -242,8 +183,8 @@ func TestRemoteWebhookRefusesSpecChanges(t *testing.T) {
 	// The webhook is down (failurePolicy Fail): every write is refused;
 	// the source says why, the copy stays, and the change lands once the
 	// webhook is back.
-	addr, before := hook.addr, strictCopy(t, ns, src.Name)
-	hook.down()
+	addr, before := hook.Addr(), strictCopy(t, ns, src.Name)
+	hook.Down()
 	hash = editStrict(t, ns, src.Name, func(s *examplev1alpha1.StrictChaosSpec) { s.Duration = "90s" })
 	eventually(t, 30*time.Second, "WebhookUnavailable on the source", func() bool {
 		_, o, c := strictOutcome(t, ns, src.Name)
@@ -257,7 +198,9 @@ func TestRemoteWebhookRefusesSpecChanges(t *testing.T) {
 		t.Fatalf("a copy behind a webhook that is down was changed: %+v", cp)
 	}
 	back := time.Now()
-	hook.up(addr)
+	if err := hook.Up(addr); err != nil {
+		t.Fatal(err)
+	}
 	eventually(t, 2*replicate.MaxRetryDelay, "the change through once the webhook is back", func() bool {
 		cp := strictCopy(t, ns, src.Name)
 		_, o, _ := strictOutcome(t, ns, src.Name)

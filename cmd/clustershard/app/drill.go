@@ -23,14 +23,17 @@ func drillCommand() *cobra.Command {
 	var report string
 	cmd := &cobra.Command{
 		Use:   "drill",
-		Short: "Run chaos drills (kill, term, pause) against local replica processes and check the ownership invariants",
+		Short: "Run chaos drills (kill, term, pause, partition, ...) against local replica processes and check the ownership invariants",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			self, err := os.Executable()
-			if err != nil {
-				return err
+			if o.Binary == "" {
+				self, err := os.Executable()
+				if err != nil {
+					return err
+				}
+				o.Binary = self
 			}
-			o.Binary, o.Out = self, cmd.OutOrStdout()
+			o.Out = cmd.OutOrStdout()
 			ctrl.SetLogger(logr.Discard()) // the report is the output; replicas log to files
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
@@ -43,12 +46,15 @@ func drillCommand() *cobra.Command {
 	fs.IntVar(&o.ClustersPerRemote, "clusters-per-remote", 5, "RemoteClusters per remote API server.")
 	fs.IntVar(&o.ObjectsPerCluster, "objects-per-cluster", 4, "Replicated objects per RemoteCluster.")
 	fs.DurationVar(&o.LeaseDuration, "lease-duration", 4*time.Second, "Membership lease duration of the replicas.")
+	fs.DurationVar(&o.RenewDeadline, "renew-deadline", 0, "Membership renew deadline of the replicas (0: half the lease duration).")
+	fs.DurationVar(&o.RetryPeriod, "retry-period", 0, "Membership retry period of the replicas (0: an eighth of the lease duration).")
 	fs.DurationVar(&o.Converge, "converge-timeout", 60*time.Second, "Bound of convergence (I3) after a fault.")
 	fs.StringSliceVar(&o.Scenarios, "scenarios", drill.Scenarios, "Scenarios to run, in order.")
 	fs.BoolVar(&o.Churn, "churn", false, "Create, update and delete sources continuously during each fault.")
 	fs.BoolVar(&o.Helm, "helm", true, "Every cluster installs a small agent chart through spec.install.helm: Helm's remote writes are checked (I1), and each release must stay at revision 1 (I3).")
 	fs.StringVar(&o.Dir, "keep-dir", "", "Keep replica logs and ownership journals in this directory.")
 	fs.StringVar(&report, "report", "", "Write the report as JSON to this file.")
+	fs.StringVar(&o.Binary, "replica-binary", "", "Run the replicas from this clustershard binary instead of this one (to check that a scenario catches the bug of an older build).")
 	return cmd
 }
 
