@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
+	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/clustershard/clustershard/internal/drill"
@@ -34,7 +35,10 @@ func drillCommand() *cobra.Command {
 				o.Binary = self
 			}
 			o.Out = cmd.OutOrStdout()
-			ctrl.SetLogger(logr.Discard()) // the report is the output; replicas log to files
+			// The report is the output; replicas log to files. client-go's
+			// own complaints about the connections a fault cuts are noise.
+			ctrl.SetLogger(logr.Discard())
+			klog.SetLogger(logr.Discard())
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			return runDrill(ctx, o, report)
