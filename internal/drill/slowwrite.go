@@ -134,7 +134,18 @@ func slowRemoteWriteFault(ctx context.Context, r *Runner, res *Result) error {
 	wait := r.awaitExit(victim)
 	res.Notes = append(res.Notes, fmt.Sprintf("a write of %s for %s held %v by the remote's webhook, its connection black-holed for %v; SIGTERM %v after it arrived",
 		victim, cl.Name, hold, hold+time.Second, at.Sub(held).Round(time.Millisecond)))
-	r.moved(ctx, res, "", owned, at, r.crashBound())
+	// Its other clusters are handed over as on any SIGTERM. The held one
+	// waits for the write, cut at the fence deadline (at most a renew
+	// deadline after the last renewal), then its Lease is left to expire
+	// (a lease duration unchanged), since the write may still land.
+	var others []string
+	for _, c := range owned {
+		if c != cl.Name {
+			others = append(others, c)
+		}
+	}
+	r.moved(ctx, res, "", others, at, gracefulBound)
+	r.moved(ctx, res, "held", []string{cl.Name}, at, r.renewDeadline()+r.o.LeaseDuration+5*time.Second)
 	return errors.Join(wait(), r.startReady(ctx, victim))
 }
 
