@@ -393,3 +393,10 @@ func (r *Runner) stoppedSince(clusters []string, since time.Time) []string {
 	}
 	return out
 }
+
+// pollUntil polls cond every 10ms until it holds (true) or timeout passes.
+func pollUntil(ctx context.Context, timeout time.Duration, cond func() bool) bool {
+	return wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		return cond(), nil
+	}) == nil
+}
