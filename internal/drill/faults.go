@@ -78,19 +78,7 @@ func pauseFault(ctx context.Context, r *Runner, res *Result) error {
 		return err
 	}
 	res.Victim = victim
-	rep := r.reps.live[victim]
-	at := time.Now()
-	if err := rep.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		return err
-	}
-	rep.paused = true
-	r.moved(ctx, res, "", owned, at, r.crashBound())
-	// Stay stopped past the lease duration even if the take-over was quick.
-	_ = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-		return time.Since(at) > r.o.LeaseDuration+time.Second, nil
-	})
-	rep.paused = false
-	return rep.cmd.Process.Signal(syscall.SIGCONT)
+	return r.pausePast(ctx, res, victim, owned, r.crashBound(), r.o.LeaseDuration+time.Second)
 }
 
 // partitionFault cuts one replica's connections to the management API

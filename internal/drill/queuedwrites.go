@@ -5,10 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"syscall"
 	"time"
-
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/clustershard/clustershard/internal/localcluster"
 	"github.com/clustershard/clustershard/shard"
@@ -28,27 +25,12 @@ func queuedWritesFault(ctx context.Context, r *Runner, res *Result) error {
 		return err
 	}
 	res.Victim = victim
-	if err := r.term(victim); err != nil {
+	if err := r.restartWith(ctx, victim, override{args: []string{"--remote-qps", "1", "--remote-burst", "1"}}); err != nil {
 		return err
 	}
-	r.overrides[victim] = override{args: []string{"--remote-qps", "1", "--remote-burst", "1"}}
-	err = r.startReady(ctx, victim)
-	delete(r.overrides, victim) // its next start has the usual flags
+	owned, err := r.clustersOf(ctx, victim)
 	if err != nil {
 		return err
-	}
-	if err := r.settle(ctx, 60*time.Second); err != nil {
-		return err
-	}
-	holders, err := r.holders(ctx)
-	if err != nil {
-		return err
-	}
-	var owned []string
-	for c, h := range holders {
-		if h == victim {
-			owned = append(owned, c)
-		}
 	}
 	bumped := time.Now()
 	if err := r.bumpObjects(ctx, fmt.Sprintf("%ds", 200+len(r.reps.all))); err != nil {
@@ -61,18 +43,7 @@ func queuedWritesFault(ctx context.Context, r *Runner, res *Result) error {
 	if !pollUntil(ctx, 30*time.Second, func() bool { return r.requestedCopySince(victim, bumped) }) {
 		return fmt.Errorf("%s sent no request for a copy within 30s of the sources' change", victim)
 	}
-	rep := r.reps.live[victim]
-	at := time.Now()
-	if err := rep.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		return err
-	}
-	rep.paused = true
-	r.moved(ctx, res, "", owned, at, r.crashBound())
-	_ = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-		return time.Since(at) > r.o.LeaseDuration+time.Second, nil
-	})
-	rep.paused = false
-	if err := rep.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+	if err := r.pausePast(ctx, res, victim, owned, r.crashBound(), r.o.LeaseDuration+time.Second); err != nil {
 		return err
 	}
 	time.Sleep(3 * time.Second) // the queue drains against the fence

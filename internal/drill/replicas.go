@@ -281,3 +281,37 @@ func (r *Runner) unexpectedExits() []string {
 	}
 	return out
 }
+
+// restartWith restarts replica id with ov for this one start (its next
+// start has the usual flags) and waits until it is ready and every cluster
+// runs again.
+func (r *Runner) restartWith(ctx context.Context, id string, ov override) error {
+	if err := r.term(id); err != nil {
+		return err
+	}
+	r.overrides[id] = ov
+	err := r.startReady(ctx, id)
+	delete(r.overrides, id)
+	if err != nil {
+		return err
+	}
+	return r.settle(ctx, 60*time.Second)
+}
+
+// pausePast SIGSTOPs replica id, measures the recovery of the clusters it
+// held (I2, within bound), keeps it stopped until hold has passed since the
+// stop even if the take-over was quick, and wakes it with SIGCONT.
+func (r *Runner) pausePast(ctx context.Context, res *Result, id string, owned []string, bound, hold time.Duration) error {
+	rep := r.reps.live[id]
+	at := time.Now()
+	if err := rep.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		return err
+	}
+	rep.paused = true
+	r.moved(ctx, res, "", owned, at, bound)
+	_ = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, hold+time.Minute, true, func(context.Context) (bool, error) {
+		return time.Since(at) > hold, nil
+	})
+	rep.paused = false
+	return rep.cmd.Process.Signal(syscall.SIGCONT)
+}
