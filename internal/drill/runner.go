@@ -109,7 +109,9 @@ type Runner struct {
 	retargets  int                        // retarget rounds so far
 	// moving: the fleet has moving sources in SharedNamespace (a drill's,
 	// not a measuring session's).
-	moving   bool
+	moving bool
+	// seenI1 holds the I1 violations reported so far.
+	seenI1   map[string]bool
 	duration string // the current spec.duration of every source
 	// allOwned and startUp: from the replicas' start until every cluster
 	// Lease was held, and until every remote manager ran.
@@ -130,7 +132,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if o.Converge == 0 {
 		o.Converge = 60 * time.Second
 	}
-	r := &Runner{o: o, reps: incarnations{live: map[string]*replica{}, count: map[string]int{}}, proxies: map[string]*netproxy.Proxy{}, overrides: map[string]override{}, moving: true}
+	r := &Runner{o: o, reps: incarnations{live: map[string]*replica{}, count: map[string]int{}}, proxies: map[string]*netproxy.Proxy{}, overrides: map[string]override{}, moving: true, seenI1: map[string]bool{}}
 	rep, err := r.run(ctx)
 	err = errors.Join(err, r.cleanup())
 	// I4: nothing left behind — no replica, API server or etcd process, and

@@ -358,16 +358,36 @@ func (r *Runner) exclusive(res *Result) {
 		ivs = append(ivs, Intervals(entries, rep.renewDeadline, rep.killedAt, now)...)
 	}
 	res.Intervals, res.Writes = len(ivs), len(writes)
+	// Every journal and write so far is checked again (a write may reach an
+	// audit log late), but a violation is reported by the first scenario
+	// that finds it only, so the report points at the fault that caused it.
 	for _, o := range Overlaps(ivs) {
-		res.note("I1", "%s", o)
+		if r.firstSeen(o.String()) {
+			res.note("I1", "%s", o)
+		}
 	}
-	stray := StrayWrites(writes, ivs)
+	var stray []string
+	for _, s := range StrayWrites(writes, ivs) {
+		if r.firstSeen(s) {
+			stray = append(stray, s)
+		}
+	}
 	for _, s := range stray[:min(len(stray), 10)] {
 		res.note("I1", "remote write %s", s)
 	}
 	if len(stray) > 10 {
 		res.note("I1", "and %d more remote writes out of authority", len(stray)-10)
 	}
+}
+
+// firstSeen reports whether an I1 violation is reported for the first time
+// in this drill, and remembers it.
+func (r *Runner) firstSeen(violation string) bool {
+	if r.seenI1[violation] {
+		return false
+	}
+	r.seenI1[violation] = true
+	return true
 }
 
 // stoppedSince returns the clusters of which some replica gave up authority

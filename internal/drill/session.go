@@ -37,7 +37,7 @@ func NewSession(ctx context.Context, o Options) (*Session, error) {
 	if o.Converge == 0 {
 		o.Converge = 5 * time.Minute
 	}
-	r := &Runner{o: o, reps: incarnations{live: map[string]*replica{}, count: map[string]int{}}, proxies: map[string]*netproxy.Proxy{}, overrides: map[string]override{}}
+	r := &Runner{o: o, reps: incarnations{live: map[string]*replica{}, count: map[string]int{}}, proxies: map[string]*netproxy.Proxy{}, overrides: map[string]override{}, seenI1: map[string]bool{}}
 	if err := r.start(ctx); err != nil {
 		return nil, errors.Join(err, r.cleanup())
 	}
