@@ -4,7 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/clustershard/clustershard/internal/fleet"
 	"github.com/clustershard/clustershard/internal/netproxy"
 )
 
@@ -24,10 +23,6 @@ func blackholeFault(ctx context.Context, r *Runner, res *Result) error {
 		return err
 	}
 	res.Victim = victim
-	byName := map[string]fleet.Cluster{}
-	for _, cl := range r.clusters {
-		byName[cl.Name] = cl
-	}
 	var remotes []*netproxy.Proxy
 	var restores []func() error
 	defer func() {
@@ -40,7 +35,7 @@ func blackholeFault(ctx context.Context, r *Runner, res *Result) error {
 		}
 	}()
 	for _, c := range owned {
-		p, restore, err := r.proxyCluster(ctx, byName[c])
+		p, restore, err := r.proxyCluster(ctx, r.clusterNamed(c))
 		if err != nil {
 			return err
 		}

@@ -206,19 +206,16 @@ func (r *Runner) kill(id string) {
 }
 
 // term SIGTERMs a replica; it must exit with status 0 within 30s.
-func (r *Runner) term(id string) error {
+func (r *Runner) term(id string) error { return r.termAsync(id)() }
+
+// termAsync SIGTERMs replica id, takes it out of the live ones and returns
+// a function that waits for its exit, with status 0 within 30s of the
+// signal (else it is killed), to be called on the runner's goroutine: the
+// caller may act during the hand-over meanwhile.
+func (r *Runner) termAsync(id string) func() error {
 	rep := r.reps.live[id]
 	rep.expectExit, rep.termed = true, true
 	_ = rep.cmd.Process.Signal(syscall.SIGTERM)
-	return r.awaitExit(id)()
-}
-
-// awaitExit takes replica id, just sent SIGTERM, out of the live ones and
-// returns a function that waits for its exit, with status 0 within 30s of
-// this call (else it is killed), to be called on the runner's goroutine.
-func (r *Runner) awaitExit(id string) func() error {
-	rep := r.reps.live[id]
-	rep.expectExit, rep.termed = true, true
 	delete(r.reps.live, id)
 	timeout := time.After(30 * time.Second)
 	return func() error {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -119,16 +118,11 @@ func retargetFault(ctx context.Context, r *Runner, res *Result) error {
 	if owned, err = r.clustersOf(ctx, victim); err != nil {
 		return err
 	}
-	rep := r.reps.live[victim]
-	rep.expectExit, rep.termed = true, true
 	at = time.Now()
-	if err := rep.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		return err
-	}
+	wait := r.termAsync(victim)
 	moved, deleted, err = r.retarget(ctx)
 	notes = append(notes, fmt.Sprintf("%d sources moved and %d of them deleted while %s handed over", moved, deleted, victim))
 	res.Notes = append(res.Notes, strings.Join(notes, "; "))
-	wait := r.awaitExit(victim)
 	r.moved(ctx, res, "term", owned, at, gracefulBound)
 	return errors.Join(err, wait(), r.startReady(ctx, victim))
 }

@@ -96,6 +96,16 @@ func (r *Runner) settle(ctx context.Context, timeout time.Duration) error {
 	})
 }
 
+// clusterNamed returns the fleet's cluster of that name (zero if none).
+func (r *Runner) clusterNamed(name string) fleet.Cluster {
+	for _, cl := range r.clusters {
+		if cl.Name == name {
+			return cl
+		}
+	}
+	return fleet.Cluster{}
+}
+
 // clustersOf returns the clusters replica id holds.
 func (r *Runner) clustersOf(ctx context.Context, id string) ([]string, error) {
 	holders, err := r.holders(ctx)

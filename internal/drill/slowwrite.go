@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/url"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -44,12 +43,7 @@ func slowRemoteWriteFault(ctx context.Context, r *Runner, res *Result) error {
 	if len(owned) == 0 {
 		return fmt.Errorf("%s holds no cluster", victim)
 	}
-	var cl fleet.Cluster
-	for _, c := range r.clusters {
-		if c.Name == owned[0] {
-			cl = c
-		}
-	}
+	cl := r.clusterNamed(owned[0])
 	// The cluster's kubeconfig leads through a loopback proxy of the
 	// runner, which black-holes the connections when the write is held: the
 	// replica's cancellation never reaches the API server.
@@ -126,12 +120,8 @@ func slowRemoteWriteFault(ctx context.Context, r *Runner, res *Result) error {
 	}
 	healed := time.AfterFunc(time.Until(held.Add(hold+time.Second)), proxy.Heal)
 	defer healed.Stop()
-	rep := r.reps.live[victim]
 	at := time.Now()
-	if err := rep.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		return err
-	}
-	wait := r.awaitExit(victim)
+	wait := r.termAsync(victim)
 	res.Notes = append(res.Notes, fmt.Sprintf("a write of %s for %s held %v by the remote's webhook, its connection black-holed for %v; SIGTERM %v after it arrived",
 		victim, cl.Name, hold, hold+time.Second, at.Sub(held).Round(time.Millisecond)))
 	// Its other clusters are handed over as on any SIGTERM. The held one
