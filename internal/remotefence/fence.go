@@ -1,0 +1,333 @@
+// Package remotefence makes a remote API server enforce who may write for
+// a cluster, with a fencing token it checks on receipt.
+//
+// The replicas' own fence (registry.FencedConfig) stops a write from being
+// sent once authority has ended and bounds it by a server-side timeout, but
+// a timeout counts from when the server receives the request. A write sent
+// in time and held on the way (a proxy or load balancer that buffers, a
+// network that stalls and heals) can still land after its writer lost the
+// cluster and another replica took it. Only the remote server can refuse
+// it, so it is told the current ownership epoch:
+//
+//   - a ValidatingAdmissionPolicy (Policy) refuses every create, update
+//     and delete that carries an epoch (the user extra ExtraKey, sent by
+//     impersonating the kubeconfig's own user) lower than the epoch in a
+//     ConfigMap (Namespace/ConfigMapName);
+//   - each time a replica starts working on a cluster (Raise), before its
+//     first write of that epoch, it raises the ConfigMap's epoch by one with
+//     a resourceVersion precondition, and checks with a dry run that the
+//     server already refuses the previous epoch;
+//   - every request of that epoch carries the new epoch (Epoch.Config).
+//
+// So a write of an earlier epoch that arrives after the next owner raised
+// the epoch is refused by the remote API server before anything is stored,
+// however late it arrives. Requests without the extra (other users, and
+// clusters where the fence is unavailable) are not affected.
+package remotefence
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	admissionv1ac "k8s.io/client-go/applyconfigurations/admissionregistration/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+)
+
+const (
+	// Namespace holds the epoch ConfigMap in the remote cluster.
+	Namespace = "clustershard-system"
+	// ConfigMapName is the ConfigMap whose data[EpochKey] is the current
+	// ownership epoch, the policy's parameter.
+	ConfigMapName = "clustershard-fence"
+	// Policy names the ValidatingAdmissionPolicy and its binding.
+	Policy = "clustershard-fence"
+	// ExtraKey is the user extra that carries a request's epoch.
+	ExtraKey = "clustershard.io/fence-epoch"
+	// EpochKey and HolderKey are the ConfigMap's keys: the epoch, and who
+	// raised it last (for people reading it).
+	EpochKey  = "epoch"
+	HolderKey = "holder"
+	// FieldManager owns the policy and binding.
+	FieldManager = "clustershard-fence"
+)
+
+// Reasons the fence is not enforced in a cluster (Epoch.Reason).
+const (
+	// ReasonPolicyUnavailable: the remote API server has no
+	// ValidatingAdmissionPolicy API (Kubernetes before 1.30).
+	ReasonPolicyUnavailable = "PolicyUnavailable"
+	// ReasonPolicyForbidden: the kubeconfig may not write admission policies.
+	ReasonPolicyForbidden = "PolicyForbidden"
+	// ReasonImpersonationForbidden: the kubeconfig's user may not
+	// impersonate itself with the epoch extra.
+	ReasonImpersonationForbidden = "ImpersonationForbidden"
+	// ReasonNotEnforced: the policy is in place but the server did not
+	// refuse a write of the previous epoch within the wait (admission
+	// plugin disabled, or a server that never saw the policy).
+	ReasonNotEnforced = "NotEnforced"
+	// ReasonEnforced: the fence holds.
+	ReasonEnforced = "Enforced"
+)
+
+// Epoch is the outcome of Raise: the epoch this owner writes with, or why
+// the remote API server does not enforce one.
+type Epoch struct {
+	// Value is the epoch raised to; 0 when not Enforced.
+	Value int64
+	// Enforced is true when the remote API server refuses earlier epochs.
+	Enforced bool
+	// Reason (one of the Reason constants) and Message explain Enforced.
+	Reason, Message string
+	// user is who requests impersonate: the kubeconfig's own user.
+	user authenticationv1.UserInfo
+}
+
+// Config returns cfg with every request carrying the epoch (impersonating
+// the kubeconfig's own user and groups, with ExtraKey), or cfg unchanged
+// when the fence is not enforced.
+func (e Epoch) Config(cfg *rest.Config) *rest.Config {
+	if !e.Enforced {
+		return cfg
+	}
+	return withEpoch(cfg, e.user, e.Value)
+}
+
+// withEpoch returns a copy of cfg impersonating user with epoch.
+func withEpoch(cfg *rest.Config, user authenticationv1.UserInfo, epoch int64) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
+	var groups []string
+	for _, g := range user.Groups {
+		// Added by the API server to every impersonated user; asking for it
+		// would need one more permission.
+		if g != "system:authenticated" {
+			groups = append(groups, g)
+		}
+	}
+	cfg.Impersonate = rest.ImpersonationConfig{
+		UserName: user.Username,
+		Groups:   groups,
+		Extra:    map[string][]string{ExtraKey: {strconv.FormatInt(epoch, 10)}},
+	}
+	return cfg
+}
+
+// Options tune Raise.
+type Options struct {
+	// Holder is written to the ConfigMap next to the epoch.
+	Holder string
+	// EnforceWait bounds how long Raise waits for the server to refuse the
+	// previous epoch (its admission caches follow the policy and the
+	// ConfigMap). Default 10s.
+	EnforceWait time.Duration
+}
+
+// Raise starts a new ownership epoch in the remote cluster cfg reaches
+// (cfg's writes must already pass the replica's own fence): it applies the
+// policy, raises the epoch and waits until the server refuses the previous
+// one. It returns an Epoch that is not Enforced, with the reason, when the
+// server cannot enforce it (the caller works unfenced and says so), and an
+// error when the cluster could not be asked (retry later).
+func Raise(ctx context.Context, cfg *rest.Config, o Options) (Epoch, error) {
+	if o.EnforceWait == 0 {
+		o.EnforceWait = 10 * time.Second
+	}
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return Epoch{}, err
+	}
+	review, err := kube.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	if err != nil {
+		return Epoch{}, fmt.Errorf("ask the remote API server who the kubeconfig's user is: %w", err)
+	}
+	user := review.Status.UserInfo
+	if out, err := applyPolicy(ctx, kube); err != nil || out.Reason != "" {
+		return out, err
+	}
+	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return Epoch{}, fmt.Errorf("create namespace %s: %w", Namespace, err)
+	}
+	epoch, err := bump(ctx, cfg, kube, user, o.Holder)
+	var ierr *impersonationError
+	if errors.As(err, &ierr) {
+		return unenforced(ReasonImpersonationForbidden, "the kubeconfig's user %q may not impersonate itself with the %s extra (RBAC verb impersonate on users, groups and userextras/%s): %v",
+			user.Username, ExtraKey, ExtraKey, ierr.err), nil
+	}
+	if err != nil {
+		return Epoch{}, err
+	}
+	if err := awaitEnforced(ctx, cfg, user, epoch, o.EnforceWait); err != nil {
+		if errors.Is(err, errNotEnforced) {
+			return unenforced(ReasonNotEnforced, "%v", err), nil
+		}
+		return Epoch{}, err
+	}
+	return Epoch{Value: epoch, Enforced: true, Reason: ReasonEnforced, user: user,
+		Message: fmt.Sprintf("the remote API server refuses writes of earlier owners (epoch %d, policy %s)", epoch, Policy)}, nil
+}
+
+func unenforced(reason, format string, args ...any) Epoch {
+	return Epoch{Reason: reason, Message: "writes are fenced by this replica only: " + fmt.Sprintf(format, args...)}
+}
+
+var errNotEnforced = errors.New("not enforced")
+
+// impersonationError is the server refusing the impersonation itself.
+type impersonationError struct{ err error }
+
+func (e *impersonationError) Error() string { return "impersonation refused: " + e.err.Error() }
+
+// applyPolicy applies the policy and its binding; a server without the API,
+// or a user who may not write it, gives an unenforced Epoch.
+func applyPolicy(ctx context.Context, kube kubernetes.Interface) (Epoch, error) {
+	apply := metav1.ApplyOptions{FieldManager: FieldManager, Force: true}
+	_, err := kube.AdmissionregistrationV1().ValidatingAdmissionPolicies().Apply(ctx, policy(), apply)
+	if err == nil {
+		_, err = kube.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Apply(ctx, binding(), apply)
+	}
+	switch {
+	case err == nil:
+		return Epoch{}, nil
+	case apierrors.IsNotFound(err) || meta.IsNoMatchError(err):
+		return unenforced(ReasonPolicyUnavailable, "the remote API server has no ValidatingAdmissionPolicy API (Kubernetes 1.30 or later): %v", err), nil
+	case apierrors.IsForbidden(err):
+		return unenforced(ReasonPolicyForbidden, "the kubeconfig may not write ValidatingAdmissionPolicies: %v", err), nil
+	}
+	return Epoch{}, fmt.Errorf("apply the fence policy: %w", err)
+}
+
+// bump raises the epoch by one (creating the ConfigMap at 1) with a
+// resourceVersion precondition, in a request that carries the new epoch.
+func bump(ctx context.Context, cfg *rest.Config, kube kubernetes.Interface, user authenticationv1.UserInfo, holder string) (int64, error) {
+	for attempt := 0; ; attempt++ {
+		cm, err := kube.CoreV1().ConfigMaps(Namespace).Get(ctx, ConfigMapName, metav1.GetOptions{})
+		var cur int64
+		switch {
+		case apierrors.IsNotFound(err):
+			cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: ConfigMapName}}
+		case err != nil:
+			return 0, fmt.Errorf("read the fence epoch: %w", err)
+		default:
+			if cur, err = strconv.ParseInt(cm.Data[EpochKey], 10, 64); err != nil || cur < 0 {
+				// Tampered with: start above anything a holder could carry.
+				cur = time.Now().Unix()
+			}
+		}
+		next := cur + 1
+		cm = cm.DeepCopy()
+		if cm.Data == nil {
+			cm.Data = map[string]string{}
+		}
+		cm.Data[EpochKey] = strconv.FormatInt(next, 10)
+		cm.Data[HolderKey] = holder
+		as, err := kubernetes.NewForConfig(withEpoch(cfg, user, next))
+		if err != nil {
+			return 0, err
+		}
+		if cm.ResourceVersion == "" {
+			_, err = as.CoreV1().ConfigMaps(Namespace).Create(ctx, cm, metav1.CreateOptions{})
+		} else {
+			_, err = as.CoreV1().ConfigMaps(Namespace).Update(ctx, cm, metav1.UpdateOptions{})
+		}
+		switch {
+		case err == nil:
+			return next, nil
+		case (apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)) && attempt < 5:
+			continue
+		case apierrors.IsForbidden(err) && strings.Contains(err.Error(), "impersonate"):
+			return 0, &impersonationError{err: err}
+		}
+		return 0, fmt.Errorf("raise the fence epoch to %d: %w", next, err)
+	}
+}
+
+// awaitEnforced waits until the server refuses a dry-run write of the
+// epoch before epoch: its admission has seen the policy, the binding and
+// the new epoch.
+func awaitEnforced(ctx context.Context, cfg *rest.Config, user authenticationv1.UserInfo, epoch int64, wait time.Duration) error {
+	old, err := kubernetes.NewForConfig(withEpoch(cfg, user, epoch-1))
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(wait)
+	for {
+		cm, err := old.CoreV1().ConfigMaps(Namespace).Get(ctx, ConfigMapName, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("read the fence epoch: %w", err)
+		}
+		cm.Annotations = map[string]string{"clustershard.io/fence-check": strconv.FormatInt(epoch, 10)}
+		_, err = old.CoreV1().ConfigMaps(Namespace).Update(ctx, cm, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}})
+		switch {
+		case IsFenced(err) && strings.Contains(err.Error(), movedOn):
+			// The validation ran against an epoch above epoch-1.
+			return nil
+		case err != nil && !apierrors.IsConflict(err):
+			return fmt.Errorf("check the fence: %w", err)
+		case time.Now().After(deadline):
+			return fmt.Errorf("%w: the remote API server still admits writes of epoch %d %v after the epoch was raised to %d (is the ValidatingAdmissionPolicy admission plugin enabled?)",
+				errNotEnforced, epoch-1, wait, epoch)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// IsFenced reports whether err is the remote API server refusing a write by
+// the fence policy: one of an earlier epoch.
+func IsFenced(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "ValidatingAdmissionPolicy '"+Policy+"'")
+}
+
+// movedOn is in the message of a write refused for its earlier epoch.
+const movedOn = "which has moved on to epoch"
+
+// policy refuses writes that carry an epoch below the ConfigMap's.
+func policy() *admissionv1ac.ValidatingAdmissionPolicyApplyConfiguration {
+	extra := "request.userInfo.extra['" + ExtraKey + "'][0]"
+	return admissionv1ac.ValidatingAdmissionPolicy(Policy).
+		WithLabels(map[string]string{"app.kubernetes.io/managed-by": "clustershard"}).
+		WithSpec(admissionv1ac.ValidatingAdmissionPolicySpec().
+			WithFailurePolicy(admissionregistrationv1.Fail).
+			WithParamKind(admissionv1ac.ParamKind().WithAPIVersion("v1").WithKind("ConfigMap")).
+			WithMatchConstraints(admissionv1ac.MatchResources().WithResourceRules(
+				admissionv1ac.NamedRuleWithOperations().
+					WithOperations(admissionregistrationv1.Create, admissionregistrationv1.Update, admissionregistrationv1.Delete).
+					WithAPIGroups("*").WithAPIVersions("*").WithResources("*/*"))).
+			WithMatchConditions(admissionv1ac.MatchCondition().
+				WithName("carries-an-epoch").
+				WithExpression("'" + ExtraKey + "' in request.userInfo.extra")).
+			WithValidations(admissionv1ac.Validation().
+				WithExpression("int(" + extra + ") >= int(params.data['" + EpochKey + "'])").
+				WithMessageExpression("'fenced: this write carries ownership epoch ' + " + extra +
+					" + ' of the cluster, which has moved on to epoch ' + params.data['" + EpochKey + "'] + ' (" + HolderKey + " ' + params.data['" + HolderKey + "'] + ')'").
+				WithReason(metav1.StatusReasonForbidden)))
+}
+
+// binding binds the policy to the epoch ConfigMap. A missing ConfigMap
+// turns the fence off rather than on: the API server resolves the parameter
+// before it evaluates the match conditions, so Deny would refuse every write
+// in the cluster, whoever makes it.
+func binding() *admissionv1ac.ValidatingAdmissionPolicyBindingApplyConfiguration {
+	return admissionv1ac.ValidatingAdmissionPolicyBinding(Policy).
+		WithLabels(map[string]string{"app.kubernetes.io/managed-by": "clustershard"}).
+		WithSpec(admissionv1ac.ValidatingAdmissionPolicyBindingSpec().
+			WithPolicyName(Policy).
+			WithValidationActions(admissionregistrationv1.Deny).
+			WithParamRef(admissionv1ac.ParamRef().
+				WithName(ConfigMapName).WithNamespace(Namespace).
+				WithParameterNotFoundAction(admissionregistrationv1.AllowAction)))
+}
+

@@ -1,0 +1,251 @@
+package remotefence_test
+
+import (
+	"context"
+	"net/url"
+	"os"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/clustershard/clustershard/internal/netproxy"
+	"github.com/clustershard/clustershard/internal/remotefence"
+	"github.com/clustershard/clustershard/internal/testenv"
+)
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) {
+	os.Exit(testenv.Run(m, testenv.Options{Remotes: 1}, &env))
+}
+
+func raise(t *testing.T, cfg *rest.Config, holder string) remotefence.Epoch {
+	t.Helper()
+	e, err := remotefence.Raise(t.Context(), cfg, remotefence.Options{Holder: holder})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !e.Enforced {
+		t.Fatalf("fence not enforced: %s: %s", e.Reason, e.Message)
+	}
+	return e
+}
+
+func clientset(t *testing.T, cfg *rest.Config) kubernetes.Interface {
+	t.Helper()
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
+
+func ensureNamespace(t *testing.T, name string) {
+	t.Helper()
+	err := env.RemoteClients[0].Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+}
+
+func createConfigMap(ctx context.Context, cs kubernetes.Interface, ns, name string) error {
+	_, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}, metav1.CreateOptions{})
+	return err
+}
+
+// Each owner raises the epoch; from then on the writes of every earlier
+// owner are refused by the remote API server (create, update and delete),
+// while the current owner and requests that carry no epoch pass.
+func TestEpochsFenceEarlierOwners(t *testing.T) {
+	const ns = "epochs"
+	ensureNamespace(t, ns)
+	remote := env.Remotes[0].Config
+	a := raise(t, remote, "replica-a")
+	asA := clientset(t, a.Config(remote))
+	if err := createConfigMap(t.Context(), asA, ns, "by-a"); err != nil {
+		t.Fatalf("the owner's write: %v", err)
+	}
+	b := raise(t, remote, "replica-b")
+	if b.Value != a.Value+1 {
+		t.Fatalf("epoch %d after %d, want one more", b.Value, a.Value)
+	}
+	if err := createConfigMap(t.Context(), asA, ns, "by-a-late"); !remotefence.IsFenced(err) {
+		t.Fatalf("a create of the earlier epoch: want fenced, got %v", err)
+	}
+	if err := asA.CoreV1().ConfigMaps(ns).Delete(t.Context(), "by-a", metav1.DeleteOptions{}); !remotefence.IsFenced(err) {
+		t.Fatalf("a delete of the earlier epoch: want fenced, got %v", err)
+	}
+	cm, err := asA.CoreV1().ConfigMaps(ns).Get(t.Context(), "by-a", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("reads are not fenced: %v", err)
+	}
+	cm.Data = map[string]string{"late": "yes"}
+	if _, err := asA.CoreV1().ConfigMaps(ns).Update(t.Context(), cm, metav1.UpdateOptions{}); !remotefence.IsFenced(err) {
+		t.Fatalf("an update of the earlier epoch: want fenced, got %v", err)
+	}
+	t.Logf("refused: %v", createConfigMap(t.Context(), asA, ns, "by-a-late"))
+	if err := createConfigMap(t.Context(), clientset(t, b.Config(remote)), ns, "by-b"); err != nil {
+		t.Fatalf("the new owner's write: %v", err)
+	}
+	if err := createConfigMap(t.Context(), clientset(t, remote), ns, "by-someone-else"); err != nil {
+		t.Fatalf("a write without an epoch: %v", err)
+	}
+}
+
+// The hole the fence closes: a write sent while its writer owned the
+// cluster, held on the way by a proxy that buffers, and delivered after
+// another owner took over. Without an epoch it commits; with one it is
+// refused on arrival.
+func TestWriteHeldOnTheWayIsRefusedOnArrival(t *testing.T) {
+	const ns = "held"
+	ensureNamespace(t, ns)
+	remote := env.Remotes[0].Config
+	held := func(t *testing.T, cfg *rest.Config, name string, takeOver func()) error {
+		t.Helper()
+		u, err := url.Parse(remote.Host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := netproxy.New(u.Host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = p.Close() }()
+		cfg = rest.CopyConfig(cfg)
+		cfg.Host = "https://" + p.Addr()
+		cs := clientset(t, cfg)
+		// A connection is open before the network stalls.
+		if _, err := cs.CoreV1().Namespaces().Get(t.Context(), ns, metav1.GetOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		p.Hold()
+		done := make(chan error, 1)
+		go func() { done <- createConfigMap(t.Context(), cs, ns, name) }()
+		time.Sleep(500 * time.Millisecond) // the request is in the proxy
+		takeOver()
+		p.Heal()
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(30 * time.Second):
+			t.Fatal("the held write never ended")
+			return nil
+		}
+	}
+	committed := func(name string) bool {
+		err := env.RemoteClients[0].Get(t.Context(), client.ObjectKey{Namespace: ns, Name: name}, &corev1.ConfigMap{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Fatal(err)
+		}
+		return err == nil
+	}
+
+	t.Run("without an epoch the late write lands after the take-over", func(t *testing.T) {
+		if err := held(t, remote, "unfenced", func() { raise(t, remote, "successor") }); err != nil {
+			t.Fatalf("want the write to land, got %v", err)
+		}
+		if !committed("unfenced") {
+			t.Fatal("the write did not commit")
+		}
+	})
+	t.Run("with an epoch it is refused", func(t *testing.T) {
+		owner := raise(t, remote, "owner")
+		err := held(t, owner.Config(remote), "fenced", func() { raise(t, remote, "successor") })
+		if !remotefence.IsFenced(err) {
+			t.Fatalf("want the late write refused by the fence, got %v", err)
+		}
+		if committed("fenced") {
+			t.Fatal("the late write committed")
+		}
+		t.Logf("refused on arrival: %v", err)
+	})
+}
+
+// A user who may not impersonate gets an unenforced epoch with the reason,
+// and its writes (which carry no epoch) still pass.
+func TestWithoutImpersonationTheFenceIsNotEnforced(t *testing.T) {
+	const ns = "no-impersonation"
+	ensureNamespace(t, ns)
+	rc := env.RemoteClients[0]
+	role := &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: "all-but-impersonate"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{"*"}, Resources: []string{"*"},
+			Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}}},
+	}
+	bind := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "all-but-impersonate"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "Group", Name: "no-impersonation"}},
+	}
+	for _, o := range []client.Object{role, bind} {
+		if err := rc.Create(t.Context(), o); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	cfg, _, err := env.Remotes[0].AddUser("limited", "no-impersonation")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var e remotefence.Epoch
+	// RBAC caches follow the binding.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		e, err = remotefence.Raise(t.Context(), cfg, remotefence.Options{Holder: "limited"})
+		if err == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Enforced || e.Reason != remotefence.ReasonImpersonationForbidden {
+		t.Fatalf("want not enforced (%s), got %+v", remotefence.ReasonImpersonationForbidden, e)
+	}
+	t.Logf("%s: %s", e.Reason, e.Message)
+	if err := createConfigMap(t.Context(), clientset(t, e.Config(cfg)), ns, "unfenced"); err != nil {
+		t.Fatalf("a write of an unfenced owner: %v", err)
+	}
+}
+
+// With the epoch ConfigMap deleted, nothing is refused (not even writes
+// that carry an epoch: refusing would lock every user out, since the API
+// server resolves the parameter before the match conditions) until the next
+// owner raises the epoch, which fences the earlier ones again.
+func TestMissingEpochLocksNobodyOut(t *testing.T) {
+	const ns = "missing-epoch"
+	ensureNamespace(t, ns)
+	remote := env.Remotes[0].Config
+	e := raise(t, remote, "owner")
+	if err := env.RemoteClients[0].Delete(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: remotefence.Namespace, Name: remotefence.ConfigMapName}}); err != nil {
+		t.Fatal(err)
+	}
+	asOwner := clientset(t, e.Config(remote))
+	for _, cs := range []kubernetes.Interface{clientset(t, remote), asOwner} {
+		var err error
+		// For a second: the API server's parameter cache follows the delete.
+		for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+			err = createConfigMap(t.Context(), cs, ns, "after-delete")
+			_ = cs.CoreV1().ConfigMaps(ns).Delete(t.Context(), "after-delete", metav1.DeleteOptions{})
+			if err != nil {
+				break
+			}
+		}
+		if err != nil {
+			t.Fatalf("a write while the epoch is missing: %v", err)
+		}
+	}
+	again := raise(t, remote, "successor")
+	if again.Value != 1 {
+		t.Fatalf("epoch %d after the ConfigMap was deleted, want 1", again.Value)
+	}
+	if err := createConfigMap(t.Context(), clientset(t, again.Config(remote)), ns, "after-raise"); err != nil {
+		t.Fatalf("after the epoch was raised again: %v", err)
+	}
+}
