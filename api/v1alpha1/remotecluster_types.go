@@ -15,6 +15,10 @@ const (
 	ConditionInstalled = "Installed"
 	// ConditionOwned is True when a live replica holds the cluster's Lease.
 	ConditionOwned = "Owned"
+	// ConditionRemoteFenced is True when the remote API server itself
+	// refuses writes of earlier owners (the ownership epoch policy); False
+	// says why it cannot, and the cluster is fenced by its owner only.
+	ConditionRemoteFenced = "RemoteFenced"
 )
 
 // CleanupPolicy says what happens to installed remote objects when a RemoteCluster is deleted.
@@ -144,7 +148,7 @@ type RemoteClusterSpec struct {
 
 // RemoteClusterStatus is the observed state of a RemoteCluster.
 type RemoteClusterStatus struct {
-	// Conditions: Ready, Connected, Installed and Owned.
+	// Conditions: Ready, Connected, Installed, Owned and RemoteFenced.
 	// +listType=map
 	// +listMapKey=type
 	// +optional

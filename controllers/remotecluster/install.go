@@ -201,6 +201,12 @@ func (r *Reconciler) uninstall(ctx context.Context, rc *v1alpha1.RemoteCluster) 
 	if err != nil {
 		return err
 	}
+	// The manager has stopped: the clean-up is an epoch of its own.
+	epoch, err := r.raiseEpoch(ctx, rc, cfg)
+	if err != nil {
+		return err
+	}
+	cfg = epoch.Config(cfg)
 	remote, err := r.remoteClient(cfg, rc.Name)
 	if err != nil {
 		return err

@@ -28,6 +28,7 @@ import (
 	"github.com/clustershard/clustershard/controllers/replication"
 	"github.com/clustershard/clustershard/internal/helmrelease"
 	"github.com/clustershard/clustershard/internal/kubeconfig"
+	"github.com/clustershard/clustershard/internal/remotefence"
 	"github.com/clustershard/clustershard/registry"
 	"github.com/clustershard/clustershard/shard"
 )
@@ -116,6 +117,7 @@ type Reconciler struct {
 	mu        sync.Mutex
 	spawned   map[string]string    // cluster -> kubeconfig hash of the running manager
 	installed map[string]installed // cluster -> last spec.install ensured while running
+	epochs    map[string]remotefence.Epoch
 }
 
 // installed is the spec.install last ensured for a running manager, when,
@@ -141,6 +143,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if !r.Ownership.Owns(rc.Name) {
 		// Another replica owns it (or nobody yet). The coordinator re-enqueues
 		// it when acquired; the slow resync covers a missed notification.
+		r.forgetEpoch(rc.Name)
 		return ctrl.Result{RequeueAfter: r.resync()}, nil
 	}
 	if !rc.DeletionTimestamp.IsZero() {
@@ -255,6 +258,13 @@ func (r *Reconciler) ensure(ctx context.Context, rc *v1alpha1.RemoteCluster) err
 		}
 		rc.Status.ServerVersion = version
 		r.setCondition(rc, v1alpha1.ConditionConnected, true, ReasonReachable, "Remote API server "+version+" answered")
+		// A new manager is a new epoch: raised before any other remote
+		// write of this replica, so the remote refuses earlier owners'.
+		epoch, err := r.raiseEpoch(ctx, rc, cfg)
+		if err != nil {
+			return err
+		}
+		cfg = epoch.Config(cfg)
 		if err := r.install(ctx, rc, cfg); err != nil {
 			if errors.Is(err, errChartPending) {
 				// Spawned once the chart is there: the fetch re-enqueues.
@@ -278,6 +288,7 @@ func (r *Reconciler) ensure(ctx context.Context, rc *v1alpha1.RemoteCluster) err
 		r.setInstalled(rc, key)
 		info, _ = r.Registry.Get(rc.Name)
 	} else if changed, helmDue := r.installDue(rc, key); changed || helmDue {
+		cfg = r.epochConfig(rc.Name, cfg)
 		// spec.install changed while the manager runs: ensure all of it
 		// again; or the periodic check of the Helm release is due (a
 		// release removed or broken by hand is repaired). The manager
@@ -302,6 +313,7 @@ func (r *Reconciler) ensure(ctx context.Context, rc *v1alpha1.RemoteCluster) err
 	} else {
 		r.restoreInstalled(rc)
 	}
+	r.restoreFenced(rc)
 	rc.Status.KubeConfigHash = hash
 	switch info.State {
 	case registry.StateRunning:
@@ -413,6 +425,7 @@ func (r *Reconciler) stop(ctx context.Context, cluster string) error {
 	delete(r.spawned, cluster)
 	delete(r.installed, cluster)
 	r.mu.Unlock()
+	r.forgetEpoch(cluster)
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if err := r.Registry.Stop(sctx, cluster); err != nil && !errors.Is(err, registry.ErrNotExist) {

@@ -95,3 +95,37 @@ func TestStrayWritesCatchWritesOutOfAuthority(t *testing.T) {
 		t.Fatalf("write with no authority: %v", s)
 	}
 }
+
+// Writes that carry an epoch are judged by the remote's order of epochs: a
+// late write of epoch 1 received after a's authority ended but before b
+// raised epoch 2 stored nothing b had written yet, and passes; one still
+// running when b raised the epoch is reported; refused writes and dry runs
+// stored nothing.
+func TestStrayWritesJudgeEpochsByTheRemoteOrder(t *testing.T) {
+	ivs := []Interval{
+		{Replica: "a", Cluster: "x", Start: at(0), End: at(5000)},
+		{Replica: "b", Cluster: "x", Start: at(5100), End: at(9000)},
+	}
+	w := func(replica string, epoch int64, from, to int) Write {
+		return Write{Replica: replica, Cluster: "x", Verb: "patch", Object: "examples ns/o", Epoch: epoch, Received: at(from), Completed: at(to), Code: 200}
+	}
+	raise := Write{Replica: "b", Cluster: "x", Verb: "update", Object: "configmaps clustershard-system/clustershard-fence", Epoch: 2, Received: at(5300), Completed: at(5310), Code: 200}
+	late := w("a", 1, 5200, 5210)
+	if s := StrayWrites([]Write{w("a", 1, 100, 120), late, raise, w("b", 2, 5400, 5410)}, ivs); len(s) != 0 {
+		t.Fatalf("a late write admitted before the next epoch began was reported: %v", s)
+	}
+	if s := StrayWrites([]Write{raise, w("a", 1, 5305, 5320)}, ivs); len(s) != 1 {
+		t.Fatalf("a write of epoch 1 still being written after epoch 2 began: %v", s)
+	}
+	refused := w("a", 1, 6000, 6001)
+	refused.Fenced = true
+	dry := w("a", 1, 6000, 6001)
+	dry.DryRun = true
+	if s := StrayWrites([]Write{raise, refused, dry}, ivs); len(s) != 0 {
+		t.Fatalf("writes that stored nothing were reported: %v", s)
+	}
+	// Without an epoch the Leases judge, as before.
+	if s := StrayWrites([]Write{w("a", 0, 5200, 5210)}, ivs); len(s) != 2 {
+		t.Fatalf("an unfenced late write: %v", s)
+	}
+}

@@ -7,12 +7,16 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"net/url"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 
 	"github.com/clustershard/clustershard/controllers/remotecluster"
+	"github.com/clustershard/clustershard/internal/remotefence"
 )
 
 // Write is one write request a replica made to a remote API server for one
@@ -25,11 +29,29 @@ type Write struct {
 	// response complete.
 	Received, Completed time.Time
 	Code                int32
+	// Epoch is the ownership epoch the write carried (remotefence), 0 if
+	// none; Fenced says the remote API server refused it for an earlier
+	// epoch; DryRun that it was a dry run. Neither stored anything.
+	Epoch          int64
+	Fenced, DryRun bool
+}
+
+// stored says whether the write may have changed anything.
+func (w Write) stored() bool { return !w.Fenced && !w.DryRun && w.Verb != "create selfsubjectreviews" }
+
+// raisedEpoch says whether the write raised its cluster's epoch.
+func (w Write) raisedEpoch() bool {
+	return w.stored() && w.Epoch > 0 && w.Object == "configmaps "+remotefence.Namespace+"/"+remotefence.ConfigMapName &&
+		(w.Code == 200 || w.Code == 201)
 }
 
 // String describes the write for a report.
 func (w Write) String() string {
-	return fmt.Sprintf("%s %s by %s for %s [%s, %s] (HTTP %d)", w.Verb, w.Object, w.Replica, w.Cluster,
+	epoch := ""
+	if w.Epoch > 0 {
+		epoch = fmt.Sprintf(" epoch %d", w.Epoch)
+	}
+	return fmt.Sprintf("%s %s by %s for %s%s [%s, %s] (HTTP %d)", w.Verb, w.Object, w.Replica, w.Cluster, epoch,
 		w.Received.Format(time.StampMicro), w.Completed.Format(time.StampMicro), w.Code)
 }
 
@@ -68,26 +90,67 @@ func readAudit(path string) ([]Write, error) {
 			Received: e.RequestReceivedTimestamp.Time, Completed: e.StageTimestamp.Time}
 		if e.ObjectRef != nil {
 			w.Object = e.ObjectRef.Resource + " " + e.ObjectRef.Namespace + "/" + e.ObjectRef.Name
+			if e.Verb == "create" && e.ObjectRef.Resource == "selfsubjectreviews" {
+				w.Verb = "create selfsubjectreviews" // a question: nothing stored
+			}
 		}
 		if e.ResponseStatus != nil {
 			w.Code = e.ResponseStatus.Code
+		}
+		if u := e.ImpersonatedUser; u != nil {
+			if v := u.Extra[remotefence.ExtraKey]; len(v) == 1 {
+				w.Epoch, _ = strconv.ParseInt(v[0], 10, 64)
+			}
+		}
+		w.Fenced = strings.Contains(e.Annotations[policyFailureAnnotation], `"`+remotefence.Policy+`"`)
+		if u, err := url.Parse(e.RequestURI); err == nil {
+			w.DryRun = u.Query().Get("dryRun") != ""
 		}
 		out = append(out, w)
 	}
 	return out, sc.Err()
 }
 
-// StrayWrites returns the writes that break I1 on the remote side: a write
+// policyFailureAnnotation is the audit annotation of a request a
+// ValidatingAdmissionPolicy refused.
+const policyFailureAnnotation = "validation.policy.admission.k8s.io/validation_failure"
+
+// StrayWrites returns the writes that break I1 on the remote side. Writes
+// that stored nothing (refused by the remote fence, dry runs) are not
+// writes. A write that carries an ownership epoch is judged by the remote
+// API server's own order of epochs: it must have ended before a later epoch
+// was raised in its cluster (received before, it was admitted under its
+// own epoch; once the next owner raised it, nothing of the earlier epochs
+// can be admitted, which is what closes the window of a write held on the
+// way and delivered late). Any other write is judged by the Leases: one
 // (from request received to response complete) during another replica's
-// authority over the cluster, or a write received while its own replica had
-// no authority over the cluster.
+// authority over the cluster, or one received while its own replica had no
+// authority over the cluster, breaks I1.
 func StrayWrites(writes []Write, intervals []Interval) []string {
 	by := map[string][]Interval{}
 	for _, iv := range intervals {
 		by[iv.Cluster] = append(by[iv.Cluster], iv)
 	}
+	raised := map[string][]Write{}
+	for _, w := range writes {
+		if w.raisedEpoch() {
+			raised[w.Cluster] = append(raised[w.Cluster], w)
+		}
+	}
 	var out []string
 	for _, w := range writes {
+		if !w.stored() {
+			continue
+		}
+		if w.Epoch > 0 {
+			for _, b := range raised[w.Cluster] {
+				if b.Epoch > w.Epoch && w.Completed.After(b.Received) {
+					out = append(out, fmt.Sprintf("%s: epoch %d still being written after %s raised epoch %d at %s", w, w.Epoch, b.Replica, b.Epoch,
+						b.Received.Format(time.StampMicro)))
+				}
+			}
+			continue
+		}
 		covered := false
 		for _, iv := range by[w.Cluster] {
 			switch {

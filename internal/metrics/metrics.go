@@ -39,6 +39,14 @@ var (
 		Name: "clustershard_fenced",
 		Help: "1 while this replica's membership is not valid and it writes to no remote cluster, else 0.",
 	})
+	// RemoteUnfenced is how many clusters owned here run without the remote
+	// epoch fence (their API server does not refuse late writes of earlier
+	// owners: no ValidatingAdmissionPolicy API, or the kubeconfig may not
+	// impersonate or write policies).
+	RemoteUnfenced = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "clustershard_remote_unfenced_clusters",
+		Help: "Clusters owned by this replica whose remote API server does not enforce the ownership epoch (RemoteFenced=False on the RemoteCluster says why): a write held on the way and delivered after a take-over could still land there.",
+	})
 	// MembershipRenewFailures counts failed membership Lease renewals.
 	MembershipRenewFailures = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "clustershard_membership_renew_failures_total",
@@ -124,7 +132,7 @@ func Collectors() []prometheus.Collector {
 	return []prometheus.Collector{
 		RingMembers, OwnedClusters, Clusters, UnownedClusters, Fenced, MembershipRenewFailures, LeaseTransitions,
 		OwnershipWrites, HandoverDuration, UnmanagedDuration, RemoteManagers, RemoteProbeDuration, RemoteProbeFailures,
-		ReplicatedObjects, ReplicationLag, ReplicationErrors, HelmOperations, RemoteWritesInDoubt,
+		ReplicatedObjects, ReplicationLag, ReplicationErrors, HelmOperations, RemoteWritesInDoubt, RemoteUnfenced,
 	}
 }
 

@@ -154,8 +154,8 @@ func Raise(ctx context.Context, cfg *rest.Config, o Options) (Epoch, error) {
 	if out, err := applyPolicy(ctx, kube); err != nil || out.Reason != "" {
 		return out, err
 	}
-	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return Epoch{}, fmt.Errorf("create namespace %s: %w", Namespace, err)
+	if err := ensureNamespace(ctx, kube); err != nil {
+		return Epoch{}, err
 	}
 	epoch, err := bump(ctx, cfg, kube, user, o.Holder)
 	var ierr *impersonationError
@@ -176,6 +176,21 @@ func Raise(ctx context.Context, cfg *rest.Config, o Options) (Epoch, error) {
 		Message: fmt.Sprintf("the remote API server refuses writes of earlier owners (epoch %d, policy %s)", epoch, Policy)}, nil
 }
 
+// ensureNamespace creates Namespace if it is missing.
+func ensureNamespace(ctx context.Context, kube kubernetes.Interface) error {
+	_, err := kube.CoreV1().Namespaces().Get(ctx, Namespace, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		_, err = kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace}}, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			err = nil
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("ensure namespace %s: %w", Namespace, err)
+	}
+	return nil
+}
+
 func unenforced(reason, format string, args ...any) Epoch {
 	return Epoch{Reason: reason, Message: "writes are fenced by this replica only: " + fmt.Sprintf(format, args...)}
 }
@@ -187,13 +202,21 @@ type impersonationError struct{ err error }
 
 func (e *impersonationError) Error() string { return "impersonation refused: " + e.err.Error() }
 
-// applyPolicy applies the policy and its binding; a server without the API,
-// or a user who may not write it, gives an unenforced Epoch.
+// applyPolicy applies the policy and its binding, unless both are there at
+// this version already (so a take-over writes nothing but the epoch); a
+// server without the API, or a user who may not write it, gives an
+// unenforced Epoch.
 func applyPolicy(ctx context.Context, kube kubernetes.Interface) (Epoch, error) {
+	adm := kube.AdmissionregistrationV1()
+	p, perr := adm.ValidatingAdmissionPolicies().Get(ctx, Policy, metav1.GetOptions{})
+	b, berr := adm.ValidatingAdmissionPolicyBindings().Get(ctx, Policy, metav1.GetOptions{})
+	if perr == nil && berr == nil && p.Labels[versionLabel] == policyVersion && b.Labels[versionLabel] == policyVersion {
+		return Epoch{}, nil
+	}
 	apply := metav1.ApplyOptions{FieldManager: FieldManager, Force: true}
-	_, err := kube.AdmissionregistrationV1().ValidatingAdmissionPolicies().Apply(ctx, policy(), apply)
+	_, err := adm.ValidatingAdmissionPolicies().Apply(ctx, policy(), apply)
 	if err == nil {
-		_, err = kube.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Apply(ctx, binding(), apply)
+		_, err = adm.ValidatingAdmissionPolicyBindings().Apply(ctx, binding(), apply)
 	}
 	switch {
 	case err == nil:
@@ -204,6 +227,17 @@ func applyPolicy(ctx context.Context, kube kubernetes.Interface) (Epoch, error) 
 		return unenforced(ReasonPolicyForbidden, "the kubeconfig may not write ValidatingAdmissionPolicies: %v", err), nil
 	}
 	return Epoch{}, fmt.Errorf("apply the fence policy: %w", err)
+}
+
+// versionLabel carries policyVersion on the policy and binding; a change
+// of either's spec must change policyVersion.
+const (
+	versionLabel  = "clustershard.io/fence-version"
+	policyVersion = "2"
+)
+
+func labels() map[string]string {
+	return map[string]string{"app.kubernetes.io/managed-by": "clustershard", versionLabel: policyVersion}
 }
 
 // bump raises the epoch by one (creating the ConfigMap at 1) with a
@@ -298,7 +332,7 @@ const movedOn = "which has moved on to epoch"
 func policy() *admissionv1ac.ValidatingAdmissionPolicyApplyConfiguration {
 	extra := "request.userInfo.extra['" + ExtraKey + "'][0]"
 	return admissionv1ac.ValidatingAdmissionPolicy(Policy).
-		WithLabels(map[string]string{"app.kubernetes.io/managed-by": "clustershard"}).
+		WithLabels(labels()).
 		WithSpec(admissionv1ac.ValidatingAdmissionPolicySpec().
 			WithFailurePolicy(admissionregistrationv1.Fail).
 			WithParamKind(admissionv1ac.ParamKind().WithAPIVersion("v1").WithKind("ConfigMap")).
@@ -306,11 +340,14 @@ func policy() *admissionv1ac.ValidatingAdmissionPolicyApplyConfiguration {
 				admissionv1ac.NamedRuleWithOperations().
 					WithOperations(admissionregistrationv1.Create, admissionregistrationv1.Update, admissionregistrationv1.Delete).
 					WithAPIGroups("*").WithAPIVersions("*").WithResources("*/*"))).
+			// Guarded with has(): a user without extras (the API server's own
+			// controllers) must match nothing, and an error here would fail
+			// their requests too.
 			WithMatchConditions(admissionv1ac.MatchCondition().
 				WithName("carries-an-epoch").
-				WithExpression("'" + ExtraKey + "' in request.userInfo.extra")).
+				WithExpression("has(request.userInfo.extra) && '" + ExtraKey + "' in request.userInfo.extra")).
 			WithValidations(admissionv1ac.Validation().
-				WithExpression("int(" + extra + ") >= int(params.data['" + EpochKey + "'])").
+				WithExpression("!has(params.data) || !('" + EpochKey + "' in params.data) || int(" + extra + ") >= int(params.data['" + EpochKey + "'])").
 				WithMessageExpression("'fenced: this write carries ownership epoch ' + " + extra +
 					" + ' of the cluster, which has moved on to epoch ' + params.data['" + EpochKey + "'] + ' (" + HolderKey + " ' + params.data['" + HolderKey + "'] + ')'").
 				WithReason(metav1.StatusReasonForbidden)))
@@ -322,7 +359,7 @@ func policy() *admissionv1ac.ValidatingAdmissionPolicyApplyConfiguration {
 // in the cluster, whoever makes it.
 func binding() *admissionv1ac.ValidatingAdmissionPolicyBindingApplyConfiguration {
 	return admissionv1ac.ValidatingAdmissionPolicyBinding(Policy).
-		WithLabels(map[string]string{"app.kubernetes.io/managed-by": "clustershard"}).
+		WithLabels(labels()).
 		WithSpec(admissionv1ac.ValidatingAdmissionPolicyBindingSpec().
 			WithPolicyName(Policy).
 			WithValidationActions(admissionregistrationv1.Deny).

@@ -8,11 +8,14 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/clustershard/clustershard/internal/netproxy"
@@ -96,6 +99,50 @@ func TestEpochsFenceEarlierOwners(t *testing.T) {
 	}
 	if err := createConfigMap(t.Context(), clientset(t, remote), ns, "by-someone-else"); err != nil {
 		t.Fatalf("a write without an epoch: %v", err)
+	}
+}
+
+// The API server's own controllers carry no user extras at all: with the
+// policy in place, a CRD created by another user is still established
+// (the naming and establishing controllers write its status), and one
+// created by the owner too.
+func TestPolicyLeavesTheServersOwnWritesAlone(t *testing.T) {
+	remote := env.Remotes[0].Config
+	e := raise(t, remote, "owner")
+	for _, c := range []struct {
+		plural string
+		cfg    *rest.Config
+	}{{"byadmins", remote}, {"byowners", e.Config(remote)}} {
+		cs, err := apiextensionsclient.NewForConfig(c.cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		crd := &apiextensionsv1.CustomResourceDefinition{
+			ObjectMeta: metav1.ObjectMeta{Name: c.plural + ".fence.clustershard.io"},
+			Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+				Group: "fence.clustershard.io", Scope: apiextensionsv1.NamespaceScoped,
+				Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: c.plural, Kind: c.plural + "Kind"},
+				Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{Name: "v1", Served: true, Storage: true,
+					Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
+						Type: "object", XPreserveUnknownFields: ptr.To(true)}}}},
+			},
+		}
+		if _, err := cs.ApiextensionsV1().CustomResourceDefinitions().Create(t.Context(), crd, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		established := false
+		for deadline := time.Now().Add(10 * time.Second); !established && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+			got, err := cs.ApiextensionsV1().CustomResourceDefinitions().Get(t.Context(), crd.Name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, cond := range got.Status.Conditions {
+				established = established || cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue
+			}
+		}
+		if !established {
+			t.Fatalf("CRD %s not established with the fence policy in place", crd.Name)
+		}
 	}
 }
 

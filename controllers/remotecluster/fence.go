@@ -1,0 +1,94 @@
+package remotecluster
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/clustershard/clustershard/api/v1alpha1"
+	"github.com/clustershard/clustershard/internal/metrics"
+	"github.com/clustershard/clustershard/internal/remotefence"
+	"github.com/clustershard/clustershard/registry"
+)
+
+// ReasonFenceFailed: the ownership epoch could not be raised in the remote
+// cluster (it did not answer, or refused for another reason than the ones
+// remotefence reports); nothing is written there until it is.
+const ReasonFenceFailed = "FenceFailed"
+
+// raiseEpoch starts this replica's ownership epoch in the remote cluster,
+// before its first write there (install, Helm, the remote manager), and
+// records the outcome in RemoteFenced. The epoch's own writes pass this
+// replica's fence like every other remote write.
+func (r *Reconciler) raiseEpoch(ctx context.Context, rc *v1alpha1.RemoteCluster, cfg *rest.Config) (remotefence.Epoch, error) {
+	holder := r.Holder
+	if holder == "" {
+		holder = r.Identity
+	}
+	e, err := remotefence.Raise(ctx, registry.FencedConfig(cfg, rc.Name, r.Ownership), remotefence.Options{Holder: holder})
+	if err != nil {
+		r.forgetEpoch(rc.Name)
+		return e, r.fail(rc, v1alpha1.ConditionRemoteFenced, ReasonFenceFailed, fmt.Errorf("raise the ownership epoch in the remote cluster: %w", err))
+	}
+	r.setEpoch(rc.Name, e)
+	r.setCondition(rc, v1alpha1.ConditionRemoteFenced, e.Enforced, e.Reason, e.Message)
+	if e.Enforced {
+		log.FromContext(ctx).V(1).Info("Ownership epoch raised in the remote cluster", "epoch", e.Value)
+	} else {
+		log.FromContext(ctx).Info("The remote API server does not enforce the ownership epoch; this replica fences its writes alone", "reason", e.Reason, "message", e.Message)
+		r.event(rc, corev1.EventTypeWarning, e.Reason, "%s", e.Message)
+	}
+	return e, nil
+}
+
+// epochConfig returns cfg carrying the cluster's current epoch, if one was raised.
+func (r *Reconciler) epochConfig(cluster string, cfg *rest.Config) *rest.Config {
+	r.mu.Lock()
+	e, ok := r.epochs[cluster]
+	r.mu.Unlock()
+	if !ok {
+		return cfg
+	}
+	return e.Config(cfg)
+}
+
+// setEpoch remembers the epoch of cluster and keeps RemoteUnfenced counting
+// the clusters of this replica without one.
+func (r *Reconciler) setEpoch(cluster string, e remotefence.Epoch) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.epochs == nil {
+		r.epochs = map[string]remotefence.Epoch{}
+	}
+	if old, ok := r.epochs[cluster]; ok && !old.Enforced {
+		metrics.RemoteUnfenced.Dec()
+	}
+	if !e.Enforced {
+		metrics.RemoteUnfenced.Inc()
+	}
+	r.epochs[cluster] = e
+}
+
+// forgetEpoch drops the epoch of a cluster no longer worked on here.
+func (r *Reconciler) forgetEpoch(cluster string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if old, ok := r.epochs[cluster]; ok && !old.Enforced {
+		metrics.RemoteUnfenced.Dec()
+	}
+	delete(r.epochs, cluster)
+}
+
+// restoreFenced writes RemoteFenced from the epoch remembered for the
+// running manager (a status write that failed does not lose it).
+func (r *Reconciler) restoreFenced(rc *v1alpha1.RemoteCluster) {
+	r.mu.Lock()
+	e, ok := r.epochs[rc.Name]
+	r.mu.Unlock()
+	if ok {
+		r.setCondition(rc, v1alpha1.ConditionRemoteFenced, e.Enforced, e.Reason, e.Message)
+	}
+}
