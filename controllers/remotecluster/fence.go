@@ -24,11 +24,7 @@ const ReasonFenceFailed = "FenceFailed"
 // records the outcome in RemoteFenced. The epoch's own writes pass this
 // replica's fence like every other remote write.
 func (r *Reconciler) raiseEpoch(ctx context.Context, rc *v1alpha1.RemoteCluster, cfg *rest.Config) (remotefence.Epoch, error) {
-	holder := r.Holder
-	if holder == "" {
-		holder = r.Identity
-	}
-	e, err := remotefence.Raise(ctx, registry.FencedConfig(cfg, rc.Name, r.Ownership), remotefence.Options{Holder: holder})
+	e, err := remotefence.Raise(ctx, registry.FencedConfig(cfg, rc.Name, r.Ownership), remotefence.Options{Cluster: rc.Name})
 	if err != nil {
 		r.forgetEpoch(rc.Name)
 		return e, r.fail(rc, v1alpha1.ConditionRemoteFenced, ReasonFenceFailed, fmt.Errorf("raise the ownership epoch in the remote cluster: %w", err))

@@ -10,11 +10,13 @@
 // it, so it is told the current ownership epoch:
 //
 //   - a ValidatingAdmissionPolicy (Policy) refuses every create, update
-//     and delete that carries an epoch (the user extra ExtraKey, sent by
-//     impersonating the kubeconfig's own user) lower than the epoch in a
-//     ConfigMap (Namespace/ConfigMapName);
+//     and delete that carries a cluster and an epoch (the user extras
+//     ClusterKey and ExtraKey, sent by impersonating the kubeconfig's own
+//     user) lower than that cluster's epoch in a ConfigMap
+//     (Namespace/ConfigMapName, one key per RemoteCluster: several
+//     RemoteClusters, owned by different replicas, may name one API server);
 //   - each time a replica starts working on a cluster (Raise), before its
-//     first write of that epoch, it raises the ConfigMap's epoch by one with
+//     first write of that epoch, it raises the cluster's epoch by one with
 //     a resourceVersion precondition, and checks with a dry run that the
 //     server already refuses the previous epoch;
 //   - every request of that epoch carries the new epoch (Epoch.Config).
@@ -29,6 +31,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"time"
@@ -47,17 +50,15 @@ import (
 const (
 	// Namespace holds the epoch ConfigMap in the remote cluster.
 	Namespace = "clustershard-system"
-	// ConfigMapName is the ConfigMap whose data[EpochKey] is the current
-	// ownership epoch, the policy's parameter.
+	// ConfigMapName is the ConfigMap whose data[cluster] is the current
+	// ownership epoch of each RemoteCluster, the policy's parameter.
 	ConfigMapName = "clustershard-fence"
 	// Policy names the ValidatingAdmissionPolicy and its binding.
 	Policy = "clustershard-fence"
-	// ExtraKey is the user extra that carries a request's epoch.
-	ExtraKey = "clustershard.io/fence-epoch"
-	// EpochKey and HolderKey are the ConfigMap's keys: the epoch, and who
-	// raised it last (for people reading it).
-	EpochKey  = "epoch"
-	HolderKey = "holder"
+	// ExtraKey is the user extra that carries a request's epoch, ClusterKey
+	// the one that names its RemoteCluster.
+	ExtraKey   = "clustershard.io/fence-epoch"
+	ClusterKey = "clustershard.io/fence-cluster"
 	// FieldManager owns the policy and binding.
 	FieldManager = "clustershard-fence"
 )
@@ -72,6 +73,9 @@ const (
 	// ReasonImpersonationForbidden: the kubeconfig's user may not
 	// impersonate itself with the epoch extra.
 	ReasonImpersonationForbidden = "ImpersonationForbidden"
+	// ReasonEpochForbidden: the kubeconfig may not read or write the epoch
+	// ConfigMap (or its namespace), or ask who it is.
+	ReasonEpochForbidden = "EpochForbidden"
 	// ReasonNotEnforced: the policy is in place but the server did not
 	// refuse a write of the previous epoch within the wait (admission
 	// plugin disabled, or a server that never saw the policy).
@@ -90,7 +94,8 @@ type Epoch struct {
 	// Reason (one of the Reason constants) and Message explain Enforced.
 	Reason, Message string
 	// user is who requests impersonate: the kubeconfig's own user.
-	user authenticationv1.UserInfo
+	user    authenticationv1.UserInfo
+	cluster string
 }
 
 // Config returns cfg with every request carrying the epoch (impersonating
@@ -100,11 +105,11 @@ func (e Epoch) Config(cfg *rest.Config) *rest.Config {
 	if !e.Enforced {
 		return cfg
 	}
-	return withEpoch(cfg, e.user, e.Value)
+	return withEpoch(cfg, e.user, e.cluster, e.Value)
 }
 
-// withEpoch returns a copy of cfg impersonating user with epoch.
-func withEpoch(cfg *rest.Config, user authenticationv1.UserInfo, epoch int64) *rest.Config {
+// withEpoch returns a copy of cfg impersonating user with cluster and epoch.
+func withEpoch(cfg *rest.Config, user authenticationv1.UserInfo, cluster string, epoch int64) *rest.Config {
 	cfg = rest.CopyConfig(cfg)
 	var groups []string
 	for _, g := range user.Groups {
@@ -117,15 +122,16 @@ func withEpoch(cfg *rest.Config, user authenticationv1.UserInfo, epoch int64) *r
 	cfg.Impersonate = rest.ImpersonationConfig{
 		UserName: user.Username,
 		Groups:   groups,
-		Extra:    map[string][]string{ExtraKey: {strconv.FormatInt(epoch, 10)}},
+		Extra:    map[string][]string{ExtraKey: {strconv.FormatInt(epoch, 10)}, ClusterKey: {cluster}},
 	}
 	return cfg
 }
 
 // Options tune Raise.
 type Options struct {
-	// Holder is written to the ConfigMap next to the epoch.
-	Holder string
+	// Cluster is the RemoteCluster whose epoch is raised (a ConfigMap key:
+	// a DNS subdomain name).
+	Cluster string
 	// EnforceWait bounds how long Raise waits for the server to refuse the
 	// previous epoch (its admission caches follow the policy and the
 	// ConfigMap). Default 10s.
@@ -147,6 +153,9 @@ func Raise(ctx context.Context, cfg *rest.Config, o Options) (Epoch, error) {
 		return Epoch{}, err
 	}
 	review, err := kube.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	if apierrors.IsForbidden(err) {
+		return unenforced(ReasonEpochForbidden, "the kubeconfig may not ask who it is (create selfsubjectreviews): %v", err), nil
+	}
 	if err != nil {
 		return Epoch{}, fmt.Errorf("ask the remote API server who the kubeconfig's user is: %w", err)
 	}
@@ -154,25 +163,30 @@ func Raise(ctx context.Context, cfg *rest.Config, o Options) (Epoch, error) {
 	if out, err := applyPolicy(ctx, kube); err != nil || out.Reason != "" {
 		return out, err
 	}
-	if err := ensureNamespace(ctx, kube); err != nil {
+	if err := ensureNamespace(ctx, kube); apierrors.IsForbidden(err) {
+		return unenforced(ReasonEpochForbidden, "%v", err), nil
+	} else if err != nil {
 		return Epoch{}, err
 	}
-	epoch, err := bump(ctx, cfg, kube, user, o.Holder)
+	epoch, err := bump(ctx, cfg, kube, user, o.Cluster)
 	var ierr *impersonationError
 	if errors.As(err, &ierr) {
-		return unenforced(ReasonImpersonationForbidden, "the kubeconfig's user %q may not impersonate itself with the %s extra (RBAC verb impersonate on users, groups and userextras/%s): %v",
-			user.Username, ExtraKey, ExtraKey, ierr.err), nil
+		return unenforced(ReasonImpersonationForbidden, "the kubeconfig's user %q may not impersonate itself with the fence's user extras (RBAC verb impersonate on its user, its groups, userextras/%s and userextras/%s): %v",
+			user.Username, ExtraKey, ClusterKey, ierr.err), nil
+	}
+	if apierrors.IsForbidden(err) {
+		return unenforced(ReasonEpochForbidden, "the kubeconfig may not read or write the ConfigMap %s/%s: %v", Namespace, ConfigMapName, err), nil
 	}
 	if err != nil {
 		return Epoch{}, err
 	}
-	if err := awaitEnforced(ctx, cfg, user, epoch, o.EnforceWait); err != nil {
+	if err := awaitEnforced(ctx, cfg, user, o.Cluster, epoch, o.EnforceWait); err != nil {
 		if errors.Is(err, errNotEnforced) {
 			return unenforced(ReasonNotEnforced, "%v", err), nil
 		}
 		return Epoch{}, err
 	}
-	return Epoch{Value: epoch, Enforced: true, Reason: ReasonEnforced, user: user,
+	return Epoch{Value: epoch, Enforced: true, Reason: ReasonEnforced, user: user, cluster: o.Cluster,
 		Message: fmt.Sprintf("the remote API server refuses writes of earlier owners (epoch %d, policy %s)", epoch, Policy)}, nil
 }
 
@@ -233,16 +247,18 @@ func applyPolicy(ctx context.Context, kube kubernetes.Interface) (Epoch, error) 
 // of either's spec must change policyVersion.
 const (
 	versionLabel  = "clustershard.io/fence-version"
-	policyVersion = "2"
+	policyVersion = "3"
 )
 
 func labels() map[string]string {
 	return map[string]string{"app.kubernetes.io/managed-by": "clustershard", versionLabel: policyVersion}
 }
 
-// bump raises the epoch by one (creating the ConfigMap at 1) with a
-// resourceVersion precondition, in a request that carries the new epoch.
-func bump(ctx context.Context, cfg *rest.Config, kube kubernetes.Interface, user authenticationv1.UserInfo, holder string) (int64, error) {
+// bump raises the cluster's epoch by one (from 1, creating the ConfigMap
+// if needed) with a resourceVersion precondition, in a request that carries
+// the new epoch. Owners of other clusters of the same API server write the
+// same ConfigMap: a conflict is retried with a fresh read.
+func bump(ctx context.Context, cfg *rest.Config, kube kubernetes.Interface, user authenticationv1.UserInfo, cluster string) (int64, error) {
 	for attempt := 0; ; attempt++ {
 		cm, err := kube.CoreV1().ConfigMaps(Namespace).Get(ctx, ConfigMapName, metav1.GetOptions{})
 		var cur int64
@@ -252,9 +268,11 @@ func bump(ctx context.Context, cfg *rest.Config, kube kubernetes.Interface, user
 		case err != nil:
 			return 0, fmt.Errorf("read the fence epoch: %w", err)
 		default:
-			if cur, err = strconv.ParseInt(cm.Data[EpochKey], 10, 64); err != nil || cur < 0 {
-				// Tampered with: start above anything a holder could carry.
-				cur = time.Now().Unix()
+			if v, ok := cm.Data[cluster]; ok {
+				if cur, err = strconv.ParseInt(v, 10, 64); err != nil || cur < 0 {
+					// Tampered with: start above anything a holder could carry.
+					cur = time.Now().Unix()
+				}
 			}
 		}
 		next := cur + 1
@@ -262,9 +280,8 @@ func bump(ctx context.Context, cfg *rest.Config, kube kubernetes.Interface, user
 		if cm.Data == nil {
 			cm.Data = map[string]string{}
 		}
-		cm.Data[EpochKey] = strconv.FormatInt(next, 10)
-		cm.Data[HolderKey] = holder
-		as, err := kubernetes.NewForConfig(withEpoch(cfg, user, next))
+		cm.Data[cluster] = strconv.FormatInt(next, 10)
+		as, err := kubernetes.NewForConfig(withEpoch(cfg, user, cluster, next))
 		if err != nil {
 			return 0, err
 		}
@@ -276,20 +293,25 @@ func bump(ctx context.Context, cfg *rest.Config, kube kubernetes.Interface, user
 		switch {
 		case err == nil:
 			return next, nil
-		case (apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)) && attempt < 5:
+		case (apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)) && attempt < 20:
+			select {
+			case <-ctx.Done():
+				return 0, ctx.Err()
+			case <-time.After(time.Duration(rand.Int64N(int64(20*time.Millisecond)) + int64(attempt)*int64(10*time.Millisecond))):
+			}
 			continue
 		case apierrors.IsForbidden(err) && strings.Contains(err.Error(), "impersonate"):
 			return 0, &impersonationError{err: err}
 		}
-		return 0, fmt.Errorf("raise the fence epoch to %d: %w", next, err)
+		return 0, fmt.Errorf("raise the fence epoch of %s to %d: %w", cluster, next, err)
 	}
 }
 
 // awaitEnforced waits until the server refuses a dry-run write of the
 // epoch before epoch: its admission has seen the policy, the binding and
 // the new epoch.
-func awaitEnforced(ctx context.Context, cfg *rest.Config, user authenticationv1.UserInfo, epoch int64, wait time.Duration) error {
-	old, err := kubernetes.NewForConfig(withEpoch(cfg, user, epoch-1))
+func awaitEnforced(ctx context.Context, cfg *rest.Config, user authenticationv1.UserInfo, cluster string, epoch int64, wait time.Duration) error {
+	old, err := kubernetes.NewForConfig(withEpoch(cfg, user, cluster, epoch-1))
 	if err != nil {
 		return err
 	}
@@ -328,9 +350,8 @@ func IsFenced(err error) bool {
 // movedOn is in the message of a write refused for its earlier epoch.
 const movedOn = "which has moved on to epoch"
 
-// policy refuses writes that carry an epoch below the ConfigMap's.
+// policy refuses writes that carry a cluster's epoch below the ConfigMap's.
 func policy() *admissionv1ac.ValidatingAdmissionPolicyApplyConfiguration {
-	extra := "request.userInfo.extra['" + ExtraKey + "'][0]"
 	return admissionv1ac.ValidatingAdmissionPolicy(Policy).
 		WithLabels(labels()).
 		WithSpec(admissionv1ac.ValidatingAdmissionPolicySpec().
@@ -345,11 +366,15 @@ func policy() *admissionv1ac.ValidatingAdmissionPolicyApplyConfiguration {
 			// their requests too.
 			WithMatchConditions(admissionv1ac.MatchCondition().
 				WithName("carries-an-epoch").
-				WithExpression("has(request.userInfo.extra) && '" + ExtraKey + "' in request.userInfo.extra")).
+				WithExpression("has(request.userInfo.extra) && '" + ExtraKey + "' in request.userInfo.extra && '" + ClusterKey + "' in request.userInfo.extra")).
+			WithVariables(
+				admissionv1ac.Variable().WithName("cluster").WithExpression("request.userInfo.extra['"+ClusterKey+"'][0]"),
+				admissionv1ac.Variable().WithName("epoch").WithExpression("request.userInfo.extra['"+ExtraKey+"'][0]"),
+				admissionv1ac.Variable().WithName("current").WithExpression("has(params.data) && variables.cluster in params.data ? params.data[variables.cluster] : '0'"),
+			).
 			WithValidations(admissionv1ac.Validation().
-				WithExpression("!has(params.data) || !('" + EpochKey + "' in params.data) || int(" + extra + ") >= int(params.data['" + EpochKey + "'])").
-				WithMessageExpression("'fenced: this write carries ownership epoch ' + " + extra +
-					" + ' of the cluster, which has moved on to epoch ' + params.data['" + EpochKey + "'] + ' (" + HolderKey + " ' + params.data['" + HolderKey + "'] + ')'").
+				WithExpression("int(variables.epoch) >= int(variables.current)").
+				WithMessageExpression("'fenced: this write carries ownership epoch ' + variables.epoch + ' of cluster ' + variables.cluster + ', which has moved on to epoch ' + variables.current").
 				WithReason(metav1.StatusReasonForbidden)))
 }
 

@@ -29,9 +29,10 @@ func TestMain(m *testing.M) {
 	os.Exit(testenv.Run(m, testenv.Options{Remotes: 1}, &env))
 }
 
-func raise(t *testing.T, cfg *rest.Config, holder string) remotefence.Epoch {
+// raise starts a new epoch of cluster (a new owner taking it).
+func raise(t *testing.T, cfg *rest.Config, cluster string) remotefence.Epoch {
 	t.Helper()
-	e, err := remotefence.Raise(t.Context(), cfg, remotefence.Options{Holder: holder})
+	e, err := remotefence.Raise(t.Context(), cfg, remotefence.Options{Cluster: cluster})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,12 +71,12 @@ func TestEpochsFenceEarlierOwners(t *testing.T) {
 	const ns = "epochs"
 	ensureNamespace(t, ns)
 	remote := env.Remotes[0].Config
-	a := raise(t, remote, "replica-a")
+	a := raise(t, remote, "east")
 	asA := clientset(t, a.Config(remote))
 	if err := createConfigMap(t.Context(), asA, ns, "by-a"); err != nil {
 		t.Fatalf("the owner's write: %v", err)
 	}
-	b := raise(t, remote, "replica-b")
+	b := raise(t, remote, "east")
 	if b.Value != a.Value+1 {
 		t.Fatalf("epoch %d after %d, want one more", b.Value, a.Value)
 	}
@@ -100,6 +101,16 @@ func TestEpochsFenceEarlierOwners(t *testing.T) {
 	if err := createConfigMap(t.Context(), clientset(t, remote), ns, "by-someone-else"); err != nil {
 		t.Fatalf("a write without an epoch: %v", err)
 	}
+	// Another RemoteCluster on the same API server has epochs of its own:
+	// raising them fences nothing of east.
+	west := raise(t, remote, "west")
+	raise(t, remote, "west")
+	if err := createConfigMap(t.Context(), clientset(t, b.Config(remote)), ns, "by-b-after-west"); err != nil {
+		t.Fatalf("east's owner after west's epochs were raised: %v", err)
+	}
+	if err := createConfigMap(t.Context(), clientset(t, west.Config(remote)), ns, "by-west-1"); !remotefence.IsFenced(err) {
+		t.Fatalf("west's earlier epoch: want fenced, got %v", err)
+	}
 }
 
 // The API server's own controllers carry no user extras at all: with the
@@ -108,7 +119,7 @@ func TestEpochsFenceEarlierOwners(t *testing.T) {
 // created by the owner too.
 func TestPolicyLeavesTheServersOwnWritesAlone(t *testing.T) {
 	remote := env.Remotes[0].Config
-	e := raise(t, remote, "owner")
+	e := raise(t, remote, "crds")
 	for _, c := range []struct {
 		plural string
 		cfg    *rest.Config
@@ -195,7 +206,7 @@ func TestWriteHeldOnTheWayIsRefusedOnArrival(t *testing.T) {
 	}
 
 	t.Run("without an epoch the late write lands after the take-over", func(t *testing.T) {
-		if err := held(t, remote, "unfenced", func() { raise(t, remote, "successor") }); err != nil {
+		if err := held(t, remote, "unfenced", func() { raise(t, remote, "held") }); err != nil {
 			t.Fatalf("want the write to land, got %v", err)
 		}
 		if !committed("unfenced") {
@@ -203,8 +214,8 @@ func TestWriteHeldOnTheWayIsRefusedOnArrival(t *testing.T) {
 		}
 	})
 	t.Run("with an epoch it is refused", func(t *testing.T) {
-		owner := raise(t, remote, "owner")
-		err := held(t, owner.Config(remote), "fenced", func() { raise(t, remote, "successor") })
+		owner := raise(t, remote, "held")
+		err := held(t, owner.Config(remote), "fenced", func() { raise(t, remote, "held") })
 		if !remotefence.IsFenced(err) {
 			t.Fatalf("want the late write refused by the fence, got %v", err)
 		}
@@ -243,7 +254,7 @@ func TestWithoutImpersonationTheFenceIsNotEnforced(t *testing.T) {
 	var e remotefence.Epoch
 	// RBAC caches follow the binding.
 	for deadline := time.Now().Add(10 * time.Second); ; {
-		e, err = remotefence.Raise(t.Context(), cfg, remotefence.Options{Holder: "limited"})
+		e, err = remotefence.Raise(t.Context(), cfg, remotefence.Options{Cluster: "limited"})
 		if err == nil || time.Now().After(deadline) {
 			break
 		}
@@ -269,7 +280,7 @@ func TestMissingEpochLocksNobodyOut(t *testing.T) {
 	const ns = "missing-epoch"
 	ensureNamespace(t, ns)
 	remote := env.Remotes[0].Config
-	e := raise(t, remote, "owner")
+	e := raise(t, remote, "missing")
 	if err := env.RemoteClients[0].Delete(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: remotefence.Namespace, Name: remotefence.ConfigMapName}}); err != nil {
 		t.Fatal(err)
 	}
@@ -288,7 +299,7 @@ func TestMissingEpochLocksNobodyOut(t *testing.T) {
 			t.Fatalf("a write while the epoch is missing: %v", err)
 		}
 	}
-	again := raise(t, remote, "successor")
+	again := raise(t, remote, "missing")
 	if again.Value != 1 {
 		t.Fatalf("epoch %d after the ConfigMap was deleted, want 1", again.Value)
 	}

@@ -6,12 +6,16 @@ import (
 	"testing"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/clustershard/clustershard/api/v1alpha1"
@@ -64,16 +68,43 @@ func limitedUser(t *testing.T, user string) []byte {
 	return kubeconfig
 }
 
-// The remote RBAC shipped in deploy/remote is enough: a remote kubeconfig
-// whose user holds only that ClusterRole gets a Ready cluster that syncs.
+// shippedServiceAccount returns a kubeconfig of remote 1 for the
+// ServiceAccount deploy/remote/rbac.yaml creates, with a token from the
+// TokenRequest API, as the README tells operators to build it.
+func shippedServiceAccount(t *testing.T) []byte {
+	t.Helper()
+	remote := env.Remotes[1].Config
+	cs, err := kubernetes.NewForConfig(remote)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := cs.CoreV1().ServiceAccounts("clustershard-remote").CreateToken(t.Context(), "clustershard-remote",
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(3600))}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc, err := localcluster.KubeConfigFromREST("remote-1", &rest.Config{Host: remote.Host,
+		TLSClientConfig: rest.TLSClientConfig{CAData: remote.CAData}, BearerToken: tr.Status.Token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kc
+}
+
+// The remote RBAC shipped in deploy/remote is enough: a kubeconfig of its
+// ServiceAccount gets a Ready cluster that syncs, and the remote API server
+// enforces the ownership epoch (RemoteFenced=True).
 func TestShippedRemoteRBACIsEnough(t *testing.T) {
 	ctx := t.Context()
 	applyShipped(t, "rbac.yaml")
-	limited := limitedUser(t, "limited")
+	limited := shippedServiceAccount(t)
 	startReplica(t, "least")
 	remoteCluster(t, "least-privilege", 1)
 	setSecret(t, "least-privilege", limited)
 	waitReady(t, "least-privilege", 60*time.Second)
+	if c := condition(t, "least-privilege", v1alpha1.ConditionRemoteFenced); c == nil || c.Status != metav1.ConditionTrue {
+		t.Fatalf("with the shipped RBAC the remote should enforce the epoch: %+v", c)
+	}
 	ensureNamespace(t, env.Client, "least")
 	if err := env.Client.Create(ctx, source("least", "limited-copy", "least-privilege")); err != nil {
 		t.Fatal(err)
@@ -116,6 +147,14 @@ func TestShippedHelmRBACIsEnough(t *testing.T) {
 		Chart: chartPath(t, "tiny"), ReleaseName: "least", Namespace: "clustershard-charts",
 	})
 	waitReady(t, "least-helm", 60*time.Second)
+	// A user bound to the ClusterRole but not the ServiceAccount may not
+	// impersonate itself: the cluster runs, fenced by its owner alone, and
+	// says so.
+	if c := condition(t, "least-helm", v1alpha1.ConditionRemoteFenced); c == nil || c.Status != metav1.ConditionFalse {
+		t.Fatalf("want RemoteFenced=False for a user outside the shipped Roles, got %+v", c)
+	} else {
+		t.Logf("RemoteFenced=False %s: %s", c.Reason, c.Message)
+	}
 	installedWith(t, "least-helm", 1)
 	editHelm(t, "least-helm", func(h *v1alpha1.HelmInstall) { h.Values = rawValues(t, map[string]any{"greeting": "hi"}) })
 	installedWith(t, "least-helm", 2)
