@@ -124,6 +124,23 @@ func TestStrayWritesJudgeEpochsByTheRemoteOrder(t *testing.T) {
 	if s := StrayWrites([]Write{raise, refused, dry}, ivs); len(s) != 0 {
 		t.Fatalf("writes that stored nothing were reported: %v", s)
 	}
+	// Once the server refused a dry run of epoch 1 (b's check), a write of
+	// epoch 1 that did not succeed was refused by admission; one that
+	// succeeded is reported, and so is a failed one received before the check.
+	check := Write{Replica: "b", Cluster: "x", Verb: "update", Object: raise.Object, Epoch: 1, DryRun: true, Fenced: true, Received: at(5311), Completed: at(5312), Code: 403}
+	cancelled := w("a", 1, 5400, 5401)
+	cancelled.Code = 504
+	if s := StrayWrites([]Write{raise, check, cancelled}, ivs); len(s) != 0 {
+		t.Fatalf("a write refused by admission after the check was reported: %v", s)
+	}
+	if s := StrayWrites([]Write{raise, check, w("a", 1, 5400, 5401)}, ivs); len(s) != 1 {
+		t.Fatalf("a write of epoch 1 admitted after the check: %v", s)
+	}
+	early := w("a", 1, 5305, 5306)
+	early.Code = 504
+	if s := StrayWrites([]Write{raise, check, early}, ivs); len(s) != 1 {
+		t.Fatalf("a write in doubt before the check: %v", s)
+	}
 	// Without an epoch the Leases judge, as before.
 	if s := StrayWrites([]Write{w("a", 0, 5200, 5210)}, ivs); len(s) != 2 {
 		t.Fatalf("an unfenced late write: %v", s)

@@ -33,6 +33,7 @@ var faults = map[string]fault{
 	"queued-writes-pause": queuedWritesFault,
 	"partition":           partitionFault,
 	"blackhole":           blackholeFault,
+	"late-delivery":       lateDeliveryFault,
 	"release-fails":       releaseFailsFault,
 	"slow-remote-write":   slowRemoteWriteFault,
 	"apiserver-restart":   apiserverRestartFault,

@@ -26,7 +26,7 @@ import (
 const Namespace = "clustershard-system"
 
 // Scenarios are the faults the runner knows, in the order it runs them.
-var Scenarios = []string{"kill", "term", "pause", "queued-writes-pause", "partition", "blackhole", "release-fails", "slow-remote-write", "apiserver-restart", "rolling", "remote-down", "kubeconfig", "lease-tamper", "retarget", "mixed-timings", "scale", "duplicate-identity"}
+var Scenarios = []string{"kill", "term", "pause", "queued-writes-pause", "partition", "blackhole", "late-delivery", "release-fails", "slow-remote-write", "apiserver-restart", "rolling", "remote-down", "kubeconfig", "lease-tamper", "retarget", "mixed-timings", "scale", "duplicate-identity"}
 
 // Options size and time a drill.
 type Options struct {

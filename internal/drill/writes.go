@@ -6,11 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"net/url"
+	"os"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
@@ -38,6 +37,9 @@ type Write struct {
 
 // stored says whether the write may have changed anything.
 func (w Write) stored() bool { return !w.Fenced && !w.DryRun && w.Verb != "create selfsubjectreviews" }
+
+// succeeded says whether the server answered the write with success.
+func (w Write) succeeded() bool { return w.Code >= 200 && w.Code < 300 }
 
 // raisedEpoch says whether the write raised its cluster's epoch.
 func (w Write) raisedEpoch() bool {
@@ -102,7 +104,7 @@ func readAudit(path string) ([]Write, error) {
 				w.Epoch, _ = strconv.ParseInt(v[0], 10, 64)
 			}
 		}
-		w.Fenced = strings.Contains(e.Annotations[policyFailureAnnotation], `"`+remotefence.Policy+`"`)
+		w.Fenced = e.ResponseStatus != nil && e.ResponseStatus.Code == 403 && remotefence.IsFenced(errors.New(e.ResponseStatus.Message))
 		if u, err := url.Parse(e.RequestURI); err == nil {
 			w.DryRun = u.Query().Get("dryRun") != ""
 		}
@@ -110,10 +112,6 @@ func readAudit(path string) ([]Write, error) {
 	}
 	return out, sc.Err()
 }
-
-// policyFailureAnnotation is the audit annotation of a request a
-// ValidatingAdmissionPolicy refused.
-const policyFailureAnnotation = "validation.policy.admission.k8s.io/validation_failure"
 
 // StrayWrites returns the writes that break I1 on the remote side. Writes
 // that stored nothing (refused by the remote fence, dry runs) are not
@@ -132,9 +130,21 @@ func StrayWrites(writes []Write, intervals []Interval) []string {
 		by[iv.Cluster] = append(by[iv.Cluster], iv)
 	}
 	raised := map[string][]Write{}
+	// verified[cluster][e]: when the server first refused a dry run of
+	// epoch e-1, after e was raised: from then on its admission refuses
+	// every write of an earlier epoch.
+	verified := map[string]map[int64]time.Time{}
 	for _, w := range writes {
-		if w.raisedEpoch() {
+		switch {
+		case w.raisedEpoch():
 			raised[w.Cluster] = append(raised[w.Cluster], w)
+		case w.DryRun && w.Fenced:
+			if verified[w.Cluster] == nil {
+				verified[w.Cluster] = map[int64]time.Time{}
+			}
+			if at, ok := verified[w.Cluster][w.Epoch+1]; !ok || w.Completed.Before(at) {
+				verified[w.Cluster][w.Epoch+1] = w.Completed
+			}
 		}
 	}
 	var out []string
@@ -144,10 +154,19 @@ func StrayWrites(writes []Write, intervals []Interval) []string {
 		}
 		if w.Epoch > 0 {
 			for _, b := range raised[w.Cluster] {
-				if b.Epoch > w.Epoch && w.Completed.After(b.Received) {
-					out = append(out, fmt.Sprintf("%s: epoch %d still being written after %s raised epoch %d at %s", w, w.Epoch, b.Replica, b.Epoch,
-						b.Received.Format(time.StampMicro)))
+				if b.Epoch <= w.Epoch || !w.Completed.After(b.Received) {
+					continue
 				}
+				// Received once the server refused the epoch before b's, a
+				// write that did not succeed was refused by admission (its
+				// answer may still say 504: a client cancellation that came
+				// with it ends the response first).
+				if v, ok := verified[w.Cluster][b.Epoch]; ok && w.Received.After(v) && !w.succeeded() {
+					continue
+				}
+				out = append(out, fmt.Sprintf("%s: epoch %d still being written after %s raised epoch %d at %s", w, w.Epoch, b.Replica, b.Epoch,
+					b.Received.Format(time.StampMicro)))
+				break
 			}
 			continue
 		}

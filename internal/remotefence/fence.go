@@ -366,7 +366,7 @@ func policy() *admissionv1ac.ValidatingAdmissionPolicyApplyConfiguration {
 			// their requests too.
 			WithMatchConditions(admissionv1ac.MatchCondition().
 				WithName("carries-an-epoch").
-				WithExpression("has(request.userInfo.extra) && '" + ExtraKey + "' in request.userInfo.extra && '" + ClusterKey + "' in request.userInfo.extra")).
+				WithExpression("has(request.userInfo.extra) && '"+ExtraKey+"' in request.userInfo.extra && '"+ClusterKey+"' in request.userInfo.extra")).
 			WithVariables(
 				admissionv1ac.Variable().WithName("cluster").WithExpression("request.userInfo.extra['"+ClusterKey+"'][0]"),
 				admissionv1ac.Variable().WithName("epoch").WithExpression("request.userInfo.extra['"+ExtraKey+"'][0]"),
@@ -392,4 +392,3 @@ func binding() *admissionv1ac.ValidatingAdmissionPolicyBindingApplyConfiguration
 				WithName(ConfigMapName).WithNamespace(Namespace).
 				WithParameterNotFoundAction(admissionregistrationv1.AllowAction)))
 }
-

@@ -1,0 +1,148 @@
+package drill
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/clustershard/clustershard/internal/localcluster"
+	"github.com/clustershard/clustershard/internal/netproxy"
+	"github.com/clustershard/clustershard/internal/remotefence"
+	"github.com/clustershard/clustershard/shard"
+)
+
+// lateDeliveryFault delivers the victim's remote writes after the next
+// owners wrote. The connections the victim has open to its clusters (their
+// kubeconfigs lead through proxies of the runner) are armed to stop
+// forwarding at the first request with a body (a write), every source
+// changes, and the write that triggers it and whatever the victim sends
+// next on those connections stay on the way. Then its management path is
+// held too and it loses its clusters. The others connect anew, so they take
+// the clusters over, raise their epochs and write while the victim's writes
+// are still held; those arrive after the heal, sent in time by a replica
+// that has long lost the cluster. The remote API servers must refuse them
+// (the ownership epoch), which I1 checks; the note says how many were
+// delivered late and how each ended.
+func lateDeliveryFault(ctx context.Context, r *Runner, res *Result) error {
+	victim, owned, err := r.victim(ctx)
+	if err != nil {
+		return err
+	}
+	res.Victim = victim
+	var remotes []*netproxy.Proxy
+	var restores []func() error
+	healed := false
+	heal := func() {
+		if healed {
+			return
+		}
+		healed = true
+		r.proxies[victim].Heal()
+		for _, p := range remotes {
+			p.Heal()
+		}
+	}
+	defer func() {
+		heal()
+		for i, p := range remotes {
+			if err := restores[i](); err != nil {
+				res.note("I4", "restore a kubeconfig: %v", err)
+			}
+			_ = p.Close()
+		}
+	}()
+	for _, c := range owned {
+		p, restore, err := r.proxyCluster(ctx, r.clusterNamed(c))
+		if err != nil {
+			return err
+		}
+		remotes, restores = append(remotes, p), append(restores, restore)
+	}
+	if owned, err = r.clustersOf(ctx, victim); err != nil {
+		return err
+	}
+	trigger := make(chan struct{}, len(remotes))
+	for _, p := range remotes {
+		ch := p.HoldAtWrite(writeChunk)
+		go func() {
+			select {
+			case <-ch:
+				trigger <- struct{}{}
+			case <-ctx.Done():
+			}
+		}()
+	}
+	if err := r.bumpObjects(ctx, fmt.Sprintf("%ds", 300+len(r.reps.all))); err != nil {
+		return err
+	}
+	select {
+	case <-trigger:
+	case <-time.After(30 * time.Second):
+		return fmt.Errorf("%s sent no write to its clusters within 30s of the sources' change", victim)
+	}
+	at := time.Now()
+	for _, p := range remotes {
+		p.HoldExisting()
+	}
+	r.proxies[victim].Hold()
+	r.moved(ctx, res, "", owned, at, r.crashBound())
+	time.Sleep(2 * time.Second) // the new owners write meanwhile
+	heal()
+	time.Sleep(2 * time.Second) // what was held lands
+	late, err := r.lateWrites(victim, owned, at)
+	if err != nil {
+		return err
+	}
+	res.Notes = append(res.Notes, late)
+	return nil
+}
+
+// writeChunk is the least size of what a client sends in one piece that
+// lateDeliveryFault takes for a request with a body: more than a read's
+// headers on a warm HTTP/2 connection, less than an apply of a copy.
+const writeChunk = 400
+
+// lateWrites describes the remote writes of replica id to clusters,
+// received since since, whose epoch another owner had already superseded
+// when they arrived.
+func (r *Runner) lateWrites(id string, clusters []string, since time.Time) (string, error) {
+	of := map[string]bool{}
+	for _, c := range clusters {
+		of[c] = true
+	}
+	byCode := map[string]int{}
+	n := 0
+	for _, rc := range r.cp.Remotes {
+		writes, err := ReadAuditWrites(localcluster.AuditLogPath(r.dir, rc.Name))
+		if err != nil {
+			return "", err
+		}
+		raised := map[string][]Write{}
+		for _, w := range writes {
+			if w.raisedEpoch() {
+				raised[w.Cluster] = append(raised[w.Cluster], w)
+			}
+		}
+		for _, w := range writes {
+			if shard.HolderName(w.Replica) != id || !of[w.Cluster] || w.Received.Before(since) || w.Epoch == 0 || w.DryRun {
+				continue
+			}
+			for _, b := range raised[w.Cluster] {
+				if b.Epoch > w.Epoch && b.Received.Before(w.Received) {
+					n++
+					switch {
+					case w.Fenced:
+						byCode["refused by the remote fence"]++
+					default:
+						byCode[fmt.Sprintf("HTTP %d", w.Code)]++
+					}
+					break
+				}
+			}
+		}
+	}
+	if n == 0 {
+		return "no write of the victim was delivered after the next epoch began (none was in flight when its connections were held)", nil
+	}
+	return fmt.Sprintf("%d writes of the victim delivered after the next owner raised the epoch (policy %s): %v", n, remotefence.Policy, byCode), nil
+}
