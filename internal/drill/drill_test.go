@@ -37,11 +37,12 @@ func small(bin string, scenarios ...string) drill.Options {
 }
 
 // The smoke drill of make test: kill, term, pause, a write held past the
-// fence during a hand-over, sources moved between clusters during faults,
-// and a second process with a live replica's id, against three replica
-// processes of the real binary, with churn, every invariant checked.
+// fence during a hand-over, a write held on the way and delivered after a
+// take-over, sources moved between clusters during faults, and a second
+// process with a live replica's id, against three replica processes of the
+// real binary, with churn, every invariant checked.
 func TestSmokeDrill(t *testing.T) {
-	o := small(build(t), "kill", "term", "pause", "slow-remote-write", "retarget", "duplicate-identity")
+	o := small(build(t), "kill", "term", "pause", "slow-remote-write", "late-delivery", "retarget", "duplicate-identity")
 	o.Churn, o.Out = true, testWriter{t}
 	rep, err := drill.Run(t.Context(), o)
 	if err != nil {
