@@ -14,8 +14,8 @@ import (
 	"github.com/clustershard/clustershard/registry"
 )
 
-// ReasonFenceFailed: the ownership epoch could not be raised in the remote
-// cluster (it did not answer, or refused for another reason than the ones
+// ReasonFenceFailed is the reason when the ownership epoch could not be
+// raised in the remote cluster (it did not answer, or refused for another reason than the ones
 // remotefence reports); nothing is written there until it is.
 const ReasonFenceFailed = "FenceFailed"
 

@@ -55,9 +55,9 @@ const (
 	ConfigMapName = "clustershard-fence"
 	// Policy names the ValidatingAdmissionPolicy and its binding.
 	Policy = "clustershard-fence"
-	// ExtraKey is the user extra that carries a request's epoch, ClusterKey
-	// the one that names its RemoteCluster.
-	ExtraKey   = "clustershard.io/fence-epoch"
+	// ExtraKey is the user extra that carries a request's epoch.
+	ExtraKey = "clustershard.io/fence-epoch"
+	// ClusterKey is the user extra that names the request's RemoteCluster.
 	ClusterKey = "clustershard.io/fence-cluster"
 	// FieldManager owns the policy and binding.
 	FieldManager = "clustershard-fence"
