@@ -9,6 +9,7 @@ var (
 		"clustershard_ring_members", "clustershard_clusters", "clustershard_owned_clusters",
 		"clustershard_unowned_clusters", "clustershard_fenced", "clustershard_remote_managers",
 		"clustershard_replicated_objects", "clustershard_cluster_owned", "clustershard_remote_cluster_up",
+		"clustershard_remote_unfenced_clusters",
 	}
 	counters = []string{
 		"clustershard_membership_renew_failures_total", "clustershard_cluster_lease_transitions_total",
