@@ -144,6 +144,12 @@ type Options struct {
 // one. It returns an Epoch that is not Enforced, with the reason, when the
 // server cannot enforce it (the caller works unfenced and says so), and an
 // error when the cluster could not be asked (retry later).
+//
+// Falling back to this replica's fence alone is refused once the cluster
+// has an epoch in the remote (the rights were revoked, the policy removed):
+// earlier owners' writes that carry it would still be admitted, so Raise
+// returns an error and nothing is written until an epoch can be raised (or
+// the epoch is deleted by hand).
 func Raise(ctx context.Context, cfg *rest.Config, o Options) (Epoch, error) {
 	if o.EnforceWait == 0 {
 		o.EnforceWait = 10 * time.Second
@@ -152,6 +158,49 @@ func Raise(ctx context.Context, cfg *rest.Config, o Options) (Epoch, error) {
 	if err != nil {
 		return Epoch{}, err
 	}
+	e, err := raise(ctx, cfg, kube, o)
+	if err != nil || e.Enforced {
+		return e, err
+	}
+	if cur, ok, gerr := current(ctx, kube, o.Cluster); gerr == nil && ok {
+		return Epoch{}, fmt.Errorf("cluster %s has ownership epoch %d in the remote API server, but it cannot be raised (%s: %s); "+
+			"writing without it would let earlier owners' late writes in, so nothing is written until it can (delete the key %q of ConfigMap %s/%s to run without the remote fence)",
+			o.Cluster, cur, e.Reason, e.Message, o.Cluster, Namespace, ConfigMapName)
+	}
+	return e, nil
+}
+
+// Current returns the epoch of cluster in the remote API server cfg
+// reaches, and whether it has one.
+func Current(ctx context.Context, cfg *rest.Config, cluster string) (int64, bool, error) {
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return 0, false, err
+	}
+	return current(ctx, kube, cluster)
+}
+
+func current(ctx context.Context, kube kubernetes.Interface, cluster string) (int64, bool, error) {
+	cm, err := kube.CoreV1().ConfigMaps(Namespace).Get(ctx, ConfigMapName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	v, ok := cm.Data[cluster]
+	if !ok {
+		return 0, false, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return 0, true, fmt.Errorf("epoch %q of cluster %s is not a number", v, cluster)
+	}
+	return n, true, nil
+}
+
+// raise is Raise without the check of an existing epoch.
+func raise(ctx context.Context, cfg *rest.Config, kube kubernetes.Interface, o Options) (Epoch, error) {
 	review, err := kube.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
 	if apierrors.IsForbidden(err) {
 		return unenforced(ReasonEpochForbidden, "the kubeconfig may not ask who it is (create selfsubjectreviews): %v", err), nil
@@ -247,15 +296,14 @@ func applyPolicy(ctx context.Context, kube kubernetes.Interface) (Epoch, error) 
 // of either's spec must change policyVersion.
 const (
 	versionLabel  = "clustershard.io/fence-version"
-	policyVersion = "3"
+	policyVersion = "4"
 )
 
 func labels() map[string]string {
 	return map[string]string{"app.kubernetes.io/managed-by": "clustershard", versionLabel: policyVersion}
 }
 
-// bump raises the cluster's epoch by one (from 1, creating the ConfigMap
-// if needed) with a resourceVersion precondition, in a request that carries
+// bump raises the cluster's epoch (creating the ConfigMap if needed) with a resourceVersion precondition, in a request that carries
 // the new epoch. Owners of other clusters of the same API server write the
 // same ConfigMap: a conflict is retried with a fresh read.
 func bump(ctx context.Context, cfg *rest.Config, kube kubernetes.Interface, user authenticationv1.UserInfo, cluster string) (int64, error) {
@@ -270,12 +318,14 @@ func bump(ctx context.Context, cfg *rest.Config, kube kubernetes.Interface, user
 		default:
 			if v, ok := cm.Data[cluster]; ok {
 				if cur, err = strconv.ParseInt(v, 10, 64); err != nil || cur < 0 {
-					// Tampered with: start above anything a holder could carry.
-					cur = time.Now().Unix()
+					cur = 0 // tampered with: the clock takes over below
 				}
 			}
 		}
-		next := cur + 1
+		// Never below the clock in milliseconds: an epoch whose ConfigMap or
+		// key was deleted starts again above anything an earlier owner holds
+		// (owners are a lease duration apart, far more than clock skew).
+		next := max(cur+1, time.Now().UnixMilli())
 		cm = cm.DeepCopy()
 		if cm.Data == nil {
 			cm.Data = map[string]string{}
@@ -354,8 +404,15 @@ const movedOn = "which has moved on to epoch"
 func policy() *admissionv1ac.ValidatingAdmissionPolicyApplyConfiguration {
 	return admissionv1ac.ValidatingAdmissionPolicy(Policy).
 		WithLabels(labels()).
+		// Ignore: the API server resolves the parameter before it evaluates
+		// the match conditions, for every request; with Fail, a parameter
+		// cache not yet synced (an API server starting) would refuse every
+		// write in the cluster, the kubelet's and controllers' included. Only
+		// a validation that evaluates to false refuses, and only requests
+		// that carry an epoch get that far; a fence whose evaluation fails
+		// lets writes through (Raise checked it works).
 		WithSpec(admissionv1ac.ValidatingAdmissionPolicySpec().
-			WithFailurePolicy(admissionregistrationv1.Fail).
+			WithFailurePolicy(admissionregistrationv1.Ignore).
 			WithParamKind(admissionv1ac.ParamKind().WithAPIVersion("v1").WithKind("ConfigMap")).
 			WithMatchConstraints(admissionv1ac.MatchResources().WithResourceRules(
 				admissionv1ac.NamedRuleWithOperations().
