@@ -88,3 +88,40 @@ func (r *Reconciler) restoreFenced(rc *v1alpha1.RemoteCluster) {
 		r.setCondition(rc, v1alpha1.ConditionRemoteFenced, e.Enforced, e.Reason, e.Message)
 	}
 }
+
+// Forget drops what the reconciler kept of a cluster's ownership period
+// (its epoch, its install, the kubeconfig of its manager): the Notifier
+// calls it for every lost cluster, so a later period starts from scratch.
+func (r *Reconciler) Forget(cluster string) {
+	r.mu.Lock()
+	delete(r.spawned, cluster)
+	delete(r.installed, cluster)
+	r.mu.Unlock()
+	r.forgetEpoch(cluster)
+}
+
+// superseded reports whether the remote API server holds a later epoch of
+// the cluster than the running manager's (raised by hand, by another
+// management cluster using the same name, or by an owner this replica did
+// not know of): every write of the manager is refused then, so it is
+// restarted under a new epoch, with a Warning event, instead of failing
+// silently. A read that fails says nothing.
+func (r *Reconciler) superseded(ctx context.Context, rc *v1alpha1.RemoteCluster, cfg *rest.Config) bool {
+	r.mu.Lock()
+	e, ok := r.epochs[rc.Name]
+	r.mu.Unlock()
+	if !ok || !e.Enforced {
+		return false
+	}
+	cur, ok, err := remotefence.Current(ctx, cfg, rc.Name)
+	if err != nil || !ok || cur <= e.Value {
+		return false
+	}
+	log.FromContext(ctx).Info("Ownership epoch superseded in the remote cluster; restarting the remote manager", "epoch", e.Value, "remoteEpoch", cur)
+	r.event(rc, corev1.EventTypeWarning, ReasonEpochSuperseded, "The remote cluster holds ownership epoch %d, above this manager's %d: restarting it under a new epoch", cur, e.Value)
+	return true
+}
+
+// ReasonEpochSuperseded is the reason of the event when the running
+// manager's epoch was superseded in the remote cluster.
+const ReasonEpochSuperseded = "EpochSuperseded"

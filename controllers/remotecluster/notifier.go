@@ -23,6 +23,10 @@ type Notifier struct {
 	// OnRunning, when set, is told each time a remote manager reaches
 	// Running (the coordinator measures hand-overs with it).
 	OnRunning func(cluster string)
+	// OnLost, when set, is told of every lost cluster once its manager was
+	// asked to stop (the Reconciler forgets what it kept of the ownership
+	// period: its epoch, its install).
+	OnLost func(cluster string)
 
 	mu   sync.Mutex
 	subs []chan event.GenericEvent
@@ -56,6 +60,9 @@ func (n *Notifier) Acquired(_ context.Context, cluster string) { n.Notify(cluste
 // Lost implements shard.Handler: the remote manager is stopped here.
 func (n *Notifier) Lost(ctx context.Context, cluster string) error {
 	err := n.Registry.Stop(ctx, cluster)
+	if n.OnLost != nil {
+		n.OnLost(cluster)
+	}
 	if errors.Is(err, registry.ErrNotExist) {
 		return nil
 	}

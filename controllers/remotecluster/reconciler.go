@@ -245,6 +245,17 @@ func (r *Reconciler) ensure(ctx context.Context, rc *v1alpha1.RemoteCluster) err
 		}
 	}
 	info, running := r.Registry.Get(rc.Name)
+	if running && info.State == registry.StateStopping {
+		// Stopped on a loss that has not finished: nothing of this
+		// ownership period may reuse it (its epoch, its install).
+		return fmt.Errorf("the remote manager of %s is still stopping", rc.Name)
+	}
+	if running && r.superseded(ctx, rc, cfg) {
+		if err := r.stop(ctx, rc.Name); err != nil {
+			return r.fail(rc, v1alpha1.ConditionReady, ReasonSpawnFailed, fmt.Errorf("stop the manager of a superseded epoch: %w", err))
+		}
+		return fmt.Errorf("the ownership epoch of %s was superseded in the remote cluster; raising a new one", rc.Name)
+	}
 	if running && info.State == registry.StateFailed {
 		_ = r.stop(ctx, rc.Name)
 		return r.fail(rc, v1alpha1.ConditionReady, ReasonManagerFailed, fmt.Errorf("remote manager failed, restarting: %w", info.Err))

@@ -198,6 +198,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (*Replica, error) {
 		KubeConfig: o.KubeConfig, Kinds: o.Kinds, ProbeTimeout: o.ProbeTimeout,
 		Charts: rp.charts, Enqueue: rp.notifier.Notify, Resync: o.Resync, CleanupTimeout: o.CleanupTimeout,
 	}
+	rp.notifier.OnLost = rec.Forget
 	if err := rec.SetupWithManager(ctx, mgr, rp.notifier.Subscribe()); err != nil {
 		return nil, err
 	}
