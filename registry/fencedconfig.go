@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptrace"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -30,7 +31,7 @@ import (
 //     began (before the fence check), and until when, once it ended
 //     without an answer, it may still be processed.
 //
-// Reads pass untouched. The calls are not drained by Stop; the tracker is
+// Reads, dry runs and reviews pass untouched (storesNothing). The calls are not drained by Stop; the tracker is
 // how their owner knows some are in flight or in doubt.
 func FencedConfig(cfg *rest.Config, cluster string, fence Fence) *rest.Config {
 	cfg = rest.CopyConfig(cfg)
@@ -53,6 +54,9 @@ type fencedTransport struct {
 func (t *fencedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	switch req.Method {
 	case http.MethodGet, http.MethodHead, http.MethodOptions:
+		return t.next.RoundTrip(req)
+	}
+	if storesNothing(req) {
 		return t.next.RoundTrip(req)
 	}
 	// Reported before the fence check: a hand-over that passed the check
@@ -91,6 +95,21 @@ func (t *fencedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
 	return resp, nil
+}
+
+// storesNothing reports whether a request with a write method changes
+// nothing in the API server, so it needs no fence and is never in doubt: a
+// dry run, or a review (authentication.k8s.io, authorization.k8s.io: who am
+// I, may I), which the API server answers without storing anything. The
+// ownership epoch's own check is a dry run: counted as a write in doubt, a
+// hand-over that cut it would leave the Lease to expire.
+func storesNothing(req *http.Request) bool {
+	if req.URL.Query().Get("dryRun") != "" {
+		return true
+	}
+	p := req.URL.Path
+	return req.Method == http.MethodPost &&
+		(strings.HasPrefix(p, "/apis/authentication.k8s.io/") || strings.HasPrefix(p, "/apis/authorization.k8s.io/"))
 }
 
 // maxServerTimeout is the longest a kube-apiserver works on a request sent

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -51,6 +52,13 @@ func TestFencedConfig(t *testing.T) {
 	if _, err := cs.CoreV1().ConfigMaps("default").Get(ctx, "fenced-config-ok", metav1.GetOptions{}); err != nil {
 		t.Fatalf("reads pass the fence: %v", err)
 	}
+	// Requests that store nothing pass too: a dry run, a review.
+	if _, err := cs.CoreV1().ConfigMaps("default").Create(ctx, cm("fenced-config-dry"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+		t.Fatalf("a dry run without ownership: %v", err)
+	}
+	if _, err := cs.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("a review without ownership: %v", err)
+	}
 
 	mode.Store(2)
 	_, err = cs.CoreV1().ConfigMaps("default").Create(ctx, cm("fenced-config-late"), metav1.CreateOptions{})
@@ -58,7 +66,7 @@ func TestFencedConfig(t *testing.T) {
 		t.Fatalf("write past the fence deadline: want ErrFenced (not sent), got %v", err)
 	}
 
-	for _, name := range []string{"fenced-config-refused", "fenced-config-late"} {
+	for _, name := range []string{"fenced-config-refused", "fenced-config-late", "fenced-config-dry"} {
 		if err := env.RemoteClients[0].Get(ctx, client.ObjectKey{Namespace: "default", Name: name}, &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
 			t.Fatalf("%s: a fenced write reached the remote (err=%v)", name, err)
 		}
