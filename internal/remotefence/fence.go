@@ -29,6 +29,7 @@ package remotefence
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -42,6 +43,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	admissionv1ac "k8s.io/client-go/applyconfigurations/admissionregistration/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -303,20 +305,25 @@ func labels() map[string]string {
 	return map[string]string{"app.kubernetes.io/managed-by": "clustershard", versionLabel: policyVersion}
 }
 
-// bump raises the cluster's epoch (creating the ConfigMap if needed) with a resourceVersion precondition, in a request that carries
-// the new epoch. Owners of other clusters of the same API server write the
-// same ConfigMap: a conflict is retried with a fresh read.
+// bump raises the cluster's epoch (creating the ConfigMap if needed). An
+// existing key is raised by a JSON patch that first tests its value, so the
+// owners of other clusters of the same API server, who write other keys of
+// the same ConfigMap at the same time (after a crash, all of a replica's
+// clusters move at once), never conflict with it; a new key is added with a
+// resourceVersion precondition. Either way a raise of this cluster that
+// raced with another is retried on a fresh read.
 func bump(ctx context.Context, cfg *rest.Config, kube kubernetes.Interface, user authenticationv1.UserInfo, cluster string) (int64, error) {
 	for attempt := 0; ; attempt++ {
 		cm, err := kube.CoreV1().ConfigMaps(Namespace).Get(ctx, ConfigMapName, metav1.GetOptions{})
 		var cur int64
+		v, has := "", false
 		switch {
 		case apierrors.IsNotFound(err):
 			cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: ConfigMapName}}
 		case err != nil:
 			return 0, fmt.Errorf("read the fence epoch: %w", err)
 		default:
-			if v, ok := cm.Data[cluster]; ok {
+			if v, has = cm.Data[cluster]; has {
 				if cur, err = strconv.ParseInt(v, 10, 64); err != nil || cur < 0 {
 					cur = 0 // tampered with: the clock takes over below
 				}
@@ -326,32 +333,46 @@ func bump(ctx context.Context, cfg *rest.Config, kube kubernetes.Interface, user
 		// key was deleted starts again above anything an earlier owner holds
 		// (owners are a lease duration apart, far more than clock skew).
 		next := max(cur+1, time.Now().UnixMilli())
-		cm = cm.DeepCopy()
-		if cm.Data == nil {
-			cm.Data = map[string]string{}
-		}
-		cm.Data[cluster] = strconv.FormatInt(next, 10)
 		as, err := kubernetes.NewForConfig(withEpoch(cfg, user, cluster, next))
 		if err != nil {
 			return 0, err
 		}
-		if cm.ResourceVersion == "" {
-			_, err = as.CoreV1().ConfigMaps(Namespace).Create(ctx, cm, metav1.CreateOptions{})
-		} else {
-			_, err = as.CoreV1().ConfigMaps(Namespace).Update(ctx, cm, metav1.UpdateOptions{})
+		cms := as.CoreV1().ConfigMaps(Namespace)
+		switch {
+		case has:
+			var patch []byte
+			patch, err = json.Marshal([]map[string]string{
+				{"op": "test", "path": "/data/" + cluster, "value": v},
+				{"op": "replace", "path": "/data/" + cluster, "value": strconv.FormatInt(next, 10)},
+			})
+			if err == nil {
+				_, err = cms.Patch(ctx, ConfigMapName, types.JSONPatchType, patch, metav1.PatchOptions{})
+			}
+		case cm.ResourceVersion == "":
+			cm.Data = map[string]string{cluster: strconv.FormatInt(next, 10)}
+			_, err = cms.Create(ctx, cm, metav1.CreateOptions{})
+		default:
+			cm = cm.DeepCopy()
+			if cm.Data == nil {
+				cm.Data = map[string]string{}
+			}
+			cm.Data[cluster] = strconv.FormatInt(next, 10)
+			_, err = cms.Update(ctx, cm, metav1.UpdateOptions{})
 		}
 		switch {
 		case err == nil:
 			return next, nil
-		case (apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)) && attempt < 20:
+		case apierrors.IsForbidden(err) && strings.Contains(err.Error(), "impersonate"):
+			return 0, &impersonationError{err: err}
+		case (apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || apierrors.IsInvalid(err) || apierrors.IsBadRequest(err)) && attempt < 20:
+			// Another raise won the race (a failed test op is answered
+			// Invalid or BadRequest): read again.
 			select {
 			case <-ctx.Done():
 				return 0, ctx.Err()
 			case <-time.After(time.Duration(rand.Int64N(int64(20*time.Millisecond)) + int64(attempt)*int64(10*time.Millisecond))):
 			}
 			continue
-		case apierrors.IsForbidden(err) && strings.Contains(err.Error(), "impersonate"):
-			return 0, &impersonationError{err: err}
 		}
 		return 0, fmt.Errorf("raise the fence epoch of %s to %d: %w", cluster, next, err)
 	}
@@ -372,6 +393,7 @@ func awaitEnforced(ctx context.Context, cfg *rest.Config, user authenticationv1.
 			return fmt.Errorf("read the fence epoch: %w", err)
 		}
 		cm.Annotations = map[string]string{"clustershard.io/fence-check": strconv.FormatInt(epoch, 10)}
+		cm.ResourceVersion = "" // unconditional: raises of other clusters must not make it conflict
 		_, err = old.CoreV1().ConfigMaps(Namespace).Update(ctx, cm, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}})
 		switch {
 		case IsFenced(err) && strings.Contains(err.Error(), movedOn):
