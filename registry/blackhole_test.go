@@ -3,7 +3,6 @@ package registry_test
 import (
 	"context"
 	"errors"
-	"net/url"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -89,17 +88,11 @@ func TestBlackHoledWriteDoesNotCommitPastTheFence(t *testing.T) {
 	direct := env.RemoteClients[0]
 
 	proxied := func(t *testing.T) (*rest.Config, *netproxy.Proxy) {
-		u, err := url.Parse(remote.Host)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p, err := netproxy.New(u.Host)
+		cfg, p, err := netproxy.ForConfig(remote)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = p.Close() })
-		cfg := rest.CopyConfig(remote)
-		cfg.Host = "https://" + p.Addr()
 		hold := p.Hold
 		w.onReview.Store(&hold)
 		t.Cleanup(func() { w.onReview.Store(nil) })

@@ -432,11 +432,7 @@ func (r *Reconciler) setRunningHash(cluster, hash string) {
 
 // stop stops the cluster's remote manager if it runs here.
 func (r *Reconciler) stop(ctx context.Context, cluster string) error {
-	r.mu.Lock()
-	delete(r.spawned, cluster)
-	delete(r.installed, cluster)
-	r.mu.Unlock()
-	r.forgetEpoch(cluster)
+	r.Forget(cluster)
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if err := r.Registry.Stop(sctx, cluster); err != nil && !errors.Is(err, registry.ErrNotExist) {

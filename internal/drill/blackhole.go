@@ -23,23 +23,10 @@ func blackholeFault(ctx context.Context, r *Runner, res *Result) error {
 		return err
 	}
 	res.Victim = victim
-	var remotes []*netproxy.Proxy
-	var restores []func() error
-	defer func() {
-		for i, p := range remotes {
-			p.Heal()
-			if err := restores[i](); err != nil {
-				res.note("I4", "restore a kubeconfig: %v", err)
-			}
-			_ = p.Close()
-		}
-	}()
-	for _, c := range owned {
-		p, restore, err := r.proxyCluster(ctx, r.clusterNamed(c))
-		if err != nil {
-			return err
-		}
-		remotes, restores = append(remotes, p), append(restores, restore)
+	remotes, restore, err := r.proxyClusters(ctx, res, owned)
+	defer restore()
+	if err != nil {
+		return err
 	}
 	if owned, err = r.clustersOf(ctx, victim); err != nil {
 		return err
@@ -63,4 +50,29 @@ func blackholeFault(ctx context.Context, r *Runner, res *Result) error {
 	r.moved(ctx, res, "", owned, at, r.crashBound())
 	<-healed // held past the lease duration even if the take-over was quick
 	return nil
+}
+
+// proxyClusters points the kubeconfigs of clusters through proxies of the
+// runner (proxyCluster). restore heals and closes them and points the
+// kubeconfigs back; call it even when an error is returned.
+func (r *Runner) proxyClusters(ctx context.Context, res *Result, clusters []string) ([]*netproxy.Proxy, func(), error) {
+	var proxies []*netproxy.Proxy
+	var restores []func() error
+	restore := func() {
+		for i, p := range proxies {
+			p.Heal()
+			if err := restores[i](); err != nil {
+				res.note("I4", "restore a kubeconfig: %v", err)
+			}
+			_ = p.Close()
+		}
+	}
+	for _, c := range clusters {
+		p, back, err := r.proxyCluster(ctx, r.clusterNamed(c))
+		if err != nil {
+			return proxies, restore, err
+		}
+		proxies, restores = append(proxies, p), append(restores, back)
+	}
+	return proxies, restore, nil
 }

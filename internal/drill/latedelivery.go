@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/clustershard/clustershard/internal/localcluster"
-	"github.com/clustershard/clustershard/internal/netproxy"
 	"github.com/clustershard/clustershard/internal/remotefence"
 	"github.com/clustershard/clustershard/shard"
 )
@@ -29,35 +28,18 @@ func lateDeliveryFault(ctx context.Context, r *Runner, res *Result) error {
 		return err
 	}
 	res.Victim = victim
-	var remotes []*netproxy.Proxy
-	var restores []func() error
-	healed := false
+	remotes, restore, err := r.proxyClusters(ctx, res, owned)
+	defer restore()
+	if err != nil {
+		return err
+	}
 	heal := func() {
-		if healed {
-			return
-		}
-		healed = true
 		r.proxies[victim].Heal()
 		for _, p := range remotes {
 			p.Heal()
 		}
 	}
-	defer func() {
-		heal()
-		for i, p := range remotes {
-			if err := restores[i](); err != nil {
-				res.note("I4", "restore a kubeconfig: %v", err)
-			}
-			_ = p.Close()
-		}
-	}()
-	for _, c := range owned {
-		p, restore, err := r.proxyCluster(ctx, r.clusterNamed(c))
-		if err != nil {
-			return err
-		}
-		remotes, restores = append(remotes, p), append(restores, restore)
-	}
+	defer heal()
 	if owned, err = r.clustersOf(ctx, victim); err != nil {
 		return err
 	}
@@ -124,12 +106,9 @@ func (r *Runner) lateWrites(id string, clusters []string, since time.Time) (stri
 		if err != nil {
 			return "", 0, false, err
 		}
-		raised := map[string][]Write{}
-		for _, w := range writes {
-			if w.raisedEpoch() {
-				raised[w.Cluster] = append(raised[w.Cluster], w)
-				epochs = epochs || of[w.Cluster]
-			}
+		raised := raisedEpochs(writes)
+		for c := range raised {
+			epochs = epochs || of[c]
 		}
 		for _, w := range writes {
 			if shard.HolderName(w.Replica) != id || !of[w.Cluster] || w.Received.Before(since) || w.Epoch == 0 || w.DryRun {

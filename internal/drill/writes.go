@@ -36,7 +36,18 @@ type Write struct {
 }
 
 // stored says whether the write may have changed anything.
-func (w Write) stored() bool { return !w.Fenced && !w.DryRun && w.Verb != "create selfsubjectreviews" }
+func (w Write) stored() bool { return !w.Fenced && !w.DryRun }
+
+// raisedEpochs returns, per cluster, the writes that raised its epoch.
+func raisedEpochs(writes []Write) map[string][]Write {
+	raised := map[string][]Write{}
+	for _, w := range writes {
+		if w.raisedEpoch() {
+			raised[w.Cluster] = append(raised[w.Cluster], w)
+		}
+	}
+	return raised
+}
 
 // succeeded says whether the server answered the write with success.
 func (w Write) succeeded() bool { return w.Code >= 200 && w.Code < 300 }
@@ -92,8 +103,8 @@ func readAudit(path string) ([]Write, error) {
 			Received: e.RequestReceivedTimestamp.Time, Completed: e.StageTimestamp.Time}
 		if e.ObjectRef != nil {
 			w.Object = e.ObjectRef.Resource + " " + e.ObjectRef.Namespace + "/" + e.ObjectRef.Name
-			if e.Verb == "create" && e.ObjectRef.Resource == "selfsubjectreviews" {
-				w.Verb = "create selfsubjectreviews" // a question: nothing stored
+			if e.ObjectRef.APIGroup == "authentication.k8s.io" || e.ObjectRef.APIGroup == "authorization.k8s.io" {
+				continue // a review: a question, nothing stored
 			}
 		}
 		if e.ResponseStatus != nil {
@@ -129,15 +140,13 @@ func StrayWrites(writes []Write, intervals []Interval) []string {
 	for _, iv := range intervals {
 		by[iv.Cluster] = append(by[iv.Cluster], iv)
 	}
-	raised := map[string][]Write{}
+	raised := raisedEpochs(writes)
 	// verified[cluster][e]: when the server first refused a dry run of
 	// epoch e-1, after e was raised: from then on its admission refuses
 	// every write of an earlier epoch.
 	verified := map[string]map[int64]time.Time{}
 	for _, w := range writes {
 		switch {
-		case w.raisedEpoch():
-			raised[w.Cluster] = append(raised[w.Cluster], w)
 		case w.DryRun && w.Fenced:
 			if verified[w.Cluster] == nil {
 				verified[w.Cluster] = map[int64]time.Time{}

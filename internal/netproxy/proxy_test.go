@@ -137,18 +137,19 @@ func TestProxyHold(t *testing.T) {
 	}
 }
 
-// HoldExisting holds the connections open at the time; a new connection
-// flows, and the held bytes arrive after Heal.
-func TestProxyHoldExisting(t *testing.T) {
-	echo, err := net.Listen("tcp", "127.0.0.1:0")
+// sink starts a server that sends every line any connection writes to it
+// on the returned channel, and a proxy in front of it.
+func sink(t *testing.T) (*Proxy, <-chan string) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = echo.Close() }()
+	t.Cleanup(func() { _ = ln.Close() })
 	got := make(chan string, 4)
 	go func() {
 		for {
-			c, err := echo.Accept()
+			c, err := ln.Accept()
 			if err != nil {
 				return
 			}
@@ -161,120 +162,82 @@ func TestProxyHoldExisting(t *testing.T) {
 			}()
 		}
 	}()
-	p, err := New(echo.Addr().String())
+	p, err := New(ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = p.Close() }()
-	old, err := net.Dial("tcp", p.Addr())
-	if err != nil {
+	t.Cleanup(func() { _ = p.Close() })
+	return p, got
+}
+
+// send dials p (or reuses c) and writes line.
+func send(t *testing.T, p *Proxy, c net.Conn, line string) net.Conn {
+	t.Helper()
+	if c == nil {
+		var err error
+		if c, err = net.Dial("tcp", p.Addr()); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+	}
+	if _, err := c.Write([]byte(line + "\n")); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = old.Close() }()
-	if _, err := old.Write([]byte("before\n")); err != nil {
-		t.Fatal(err)
+	return c
+}
+
+// expect receives the next line, which must be want; "" expects none for
+// 300 ms (held).
+func expect(t *testing.T, got <-chan string, want string) {
+	t.Helper()
+	wait := 5 * time.Second
+	if want == "" {
+		wait = 300 * time.Millisecond
 	}
-	if s := <-got; s != "before" {
-		t.Fatalf("got %q", s)
+	select {
+	case s := <-got:
+		if s != want {
+			t.Fatalf("got %d bytes %.20q, want %.20q", len(s), s, want)
+		}
+	case <-time.After(wait):
+		if want != "" {
+			t.Fatalf("%.20q not delivered", want)
+		}
 	}
+}
+
+// HoldExisting holds the connections open at the time; a new connection
+// flows, and the held bytes arrive after Heal.
+func TestProxyHoldExisting(t *testing.T) {
+	p, got := sink(t)
+	old := send(t, p, nil, "before")
+	expect(t, got, "before")
 	p.HoldExisting()
-	if _, err := old.Write([]byte("late\n")); err != nil {
-		t.Fatal(err)
-	}
-	fresh, err := net.Dial("tcp", p.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = fresh.Close() }()
-	if _, err := fresh.Write([]byte("fresh\n")); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case s := <-got:
-		if s != "fresh" {
-			t.Fatalf("%q passed first; want the new connection's line", s)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("a new connection did not flow")
-	}
-	select {
-	case s := <-got:
-		t.Fatalf("%q passed a held connection", s)
-	case <-time.After(300 * time.Millisecond):
-	}
+	send(t, p, old, "late")
+	send(t, p, nil, "fresh")
+	expect(t, got, "fresh")
+	expect(t, got, "")
 	p.Heal()
-	select {
-	case s := <-got:
-		if s != "late" {
-			t.Fatalf("after heal got %q", s)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("held bytes not delivered after heal")
-	}
+	expect(t, got, "late")
 }
 
 // HoldAtWrite lets small chunks through and holds, from the first large
 // one on, the connections that were open when it was armed.
 func TestProxyHoldAtWrite(t *testing.T) {
-	echo, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = echo.Close() }()
-	got := make(chan string, 4)
-	go func() {
-		c, err := echo.Accept()
-		if err != nil {
-			return
-		}
-		defer func() { _ = c.Close() }()
-		sc := bufio.NewScanner(c)
-		for sc.Scan() {
-			got <- sc.Text()
-		}
-	}()
-	p, err := New(echo.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = p.Close() }()
-	c, err := net.Dial("tcp", p.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = c.Close() }()
-	if _, err := c.Write([]byte("open\n")); err != nil {
-		t.Fatal(err)
-	}
-	<-got
+	p, got := sink(t)
+	c := send(t, p, nil, "open")
+	expect(t, got, "open")
 	triggered := p.HoldAtWrite(100)
-	if _, err := c.Write([]byte("small\n")); err != nil {
-		t.Fatal(err)
-	}
-	if s := <-got; s != "small" {
-		t.Fatalf("got %q", s)
-	}
+	send(t, p, c, "small")
+	expect(t, got, "small")
 	large := strings.Repeat("x", 200)
-	if _, err := c.Write([]byte(large + "\n")); err != nil {
-		t.Fatal(err)
-	}
+	send(t, p, c, large)
 	select {
 	case <-triggered:
 	case <-time.After(5 * time.Second):
 		t.Fatal("a large chunk did not trigger the hold")
 	}
-	select {
-	case s := <-got:
-		t.Fatalf("%d bytes passed: the triggering chunk must be held", len(s))
-	case <-time.After(300 * time.Millisecond):
-	}
+	expect(t, got, "") // the triggering chunk is held too
 	p.Heal()
-	select {
-	case s := <-got:
-		if s != large {
-			t.Fatalf("after heal got %d bytes", len(s))
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("held chunk not delivered after heal")
-	}
+	expect(t, got, large)
 }

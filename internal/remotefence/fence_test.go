@@ -2,8 +2,8 @@ package remotefence_test
 
 import (
 	"context"
-	"net/url"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +13,7 @@ import (
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -40,6 +41,16 @@ func raise(t *testing.T, cfg *rest.Config, cluster string) remotefence.Epoch {
 		t.Fatalf("fence not enforced: %s: %s", e.Reason, e.Message)
 	}
 	return e
+}
+
+// eventually polls cond until it holds or timeout passes.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, error)) {
+	t.Helper()
+	if err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		return cond()
+	}); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
 }
 
 func clientset(t *testing.T, cfg *rest.Config) kubernetes.Interface {
@@ -141,19 +152,18 @@ func TestPolicyLeavesTheServersOwnWritesAlone(t *testing.T) {
 		if _, err := cs.ApiextensionsV1().CustomResourceDefinitions().Create(t.Context(), crd, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		established := false
-		for deadline := time.Now().Add(10 * time.Second); !established && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		eventually(t, 10*time.Second, "CRD "+crd.Name+" established with the fence policy in place", func() (bool, error) {
 			got, err := cs.ApiextensionsV1().CustomResourceDefinitions().Get(t.Context(), crd.Name, metav1.GetOptions{})
 			if err != nil {
-				t.Fatal(err)
+				return false, err
 			}
 			for _, cond := range got.Status.Conditions {
-				established = established || cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue
+				if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
+					return true, nil
+				}
 			}
-		}
-		if !established {
-			t.Fatalf("CRD %s not established with the fence policy in place", crd.Name)
-		}
+			return false, nil
+		})
 	}
 }
 
@@ -167,26 +177,34 @@ func TestWriteHeldOnTheWayIsRefusedOnArrival(t *testing.T) {
 	remote := env.Remotes[0].Config
 	held := func(t *testing.T, cfg *rest.Config, name string, takeOver func()) error {
 		t.Helper()
-		u, err := url.Parse(remote.Host)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p, err := netproxy.New(u.Host)
+		cfg, p, err := netproxy.ForConfig(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer func() { _ = p.Close() }()
-		cfg = rest.CopyConfig(cfg)
-		cfg.Host = "https://" + p.Addr()
 		cs := clientset(t, cfg)
 		// A connection is open before the network stalls.
 		if _, err := cs.CoreV1().Namespaces().Get(t.Context(), ns, metav1.GetOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		p.Hold()
+		// Held from the write's first large chunk on: its body is padded
+		// above any read's headers.
+		inProxy := p.HoldAtWrite(1024)
 		done := make(chan error, 1)
-		go func() { done <- createConfigMap(t.Context(), cs, ns, name) }()
-		time.Sleep(500 * time.Millisecond) // the request is in the proxy
+		go func() {
+			_, err := cs.CoreV1().ConfigMaps(ns).Create(t.Context(), &corev1.ConfigMap{
+				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+				Data:       map[string]string{"padding": strings.Repeat("x", 2048)},
+			}, metav1.CreateOptions{})
+			done <- err
+		}()
+		select {
+		case <-inProxy:
+		case err := <-done:
+			t.Fatalf("the write ended before the proxy held it: %v", err)
+		case <-time.After(30 * time.Second):
+			t.Fatal("the write never reached the proxy")
+		}
 		takeOver()
 		p.Heal()
 		select {
@@ -253,16 +271,10 @@ func TestWithoutImpersonationTheFenceIsNotEnforced(t *testing.T) {
 	}
 	var e remotefence.Epoch
 	// RBAC caches follow the binding.
-	for deadline := time.Now().Add(10 * time.Second); ; {
+	eventually(t, 10*time.Second, "a raise by the limited user", func() (bool, error) {
 		e, err = remotefence.Raise(t.Context(), cfg, remotefence.Options{Cluster: "limited"})
-		if err == nil || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+		return err == nil, nil
+	})
 	if e.Enforced || e.Reason != remotefence.ReasonImpersonationForbidden {
 		t.Fatalf("want not enforced (%s), got %+v", remotefence.ReasonImpersonationForbidden, e)
 	}
@@ -294,16 +306,15 @@ func TestDeletedEpochLocksNobodyOutAndNeverGoesBack(t *testing.T) {
 	}
 	asOwner := clientset(t, e.Config(remote))
 	for _, cs := range []kubernetes.Interface{clientset(t, remote), asOwner} {
-		var err error
-		// For a second: the API server's parameter cache follows the delete.
-		for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-			err = createConfigMap(t.Context(), cs, ns, "after-delete")
+		// For a second, polled: the API server's parameter cache follows the
+		// delete, and no write may be refused meanwhile.
+		err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, time.Second, true, func(context.Context) (bool, error) {
+			// Not the poll's context: it ends at the second, mid-request.
+			err := createConfigMap(t.Context(), cs, ns, "after-delete")
 			_ = cs.CoreV1().ConfigMaps(ns).Delete(t.Context(), "after-delete", metav1.DeleteOptions{})
-			if err != nil {
-				break
-			}
-		}
-		if err != nil {
+			return false, err
+		})
+		if !wait.Interrupted(err) {
 			t.Fatalf("a write while the epoch is missing: %v", err)
 		}
 	}
