@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/clustershard/clustershard/internal/localcluster"
+	"github.com/clustershard/clustershard/internal/netproxy"
 	"github.com/clustershard/clustershard/internal/remotefence"
 	"github.com/clustershard/clustershard/shard"
 )
@@ -70,16 +71,28 @@ func lateDeliveryFault(ctx context.Context, r *Runner, res *Result) error {
 	r.moved(ctx, res, "", owned, at, r.crashBound())
 	time.Sleep(2 * time.Second) // the new owners write meanwhile
 	heal()
-	time.Sleep(2 * time.Second) // what was held lands
-	late, n, epochs, err := r.lateWrites(victim, owned, at)
-	if err != nil {
-		return err
+	// What was held lands, and TrailDelay later what followed it.
+	var late string
+	var n int
+	var epochs bool
+	for deadline := time.Now().Add(netproxy.TrailDelay + 10*time.Second); ; {
+		if late, n, epochs, err = r.lateWrites(victim, owned, at); err != nil {
+			return err
+		}
+		if (n > 0 || !epochs) && time.Now().After(at.Add(netproxy.TrailDelay)) || time.Now().After(deadline) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
 	}
 	res.Notes = append(res.Notes, late)
 	if n == 0 && epochs {
-		// The replicas raise epochs, yet no held write arrived under a
-		// superseded one: the fault was not staged, the scenario proved
-		// nothing.
+		// The replicas raise epochs, yet no held write reached the
+		// remote's admission under a superseded one: the fault was not
+		// staged, the scenario proved nothing.
 		return fmt.Errorf("not staged: %s", late)
 	}
 	return nil
@@ -93,14 +106,16 @@ const writeChunk = 400
 // lateWrites describes the remote writes of replica id to clusters,
 // received since since, whose epoch another owner had already superseded
 // when they arrived.
-// It also counts them, and says whether the clusters raised any epoch.
+// It also counts those the server decided on (its admission refused them
+// or it answered them; not those that timed out or were cancelled before),
+// and says whether the clusters raised any epoch.
 func (r *Runner) lateWrites(id string, clusters []string, since time.Time) (string, int, bool, error) {
 	of := map[string]bool{}
 	for _, c := range clusters {
 		of[c] = true
 	}
 	byCode := map[string]int{}
-	n, epochs := 0, false
+	n, decided, epochs := 0, 0, false
 	for _, rc := range r.cp.Remotes {
 		writes, err := ReadAuditWrites(localcluster.AuditLogPath(r.dir, rc.Name))
 		if err != nil {
@@ -119,8 +134,12 @@ func (r *Runner) lateWrites(id string, clusters []string, since time.Time) (stri
 					n++
 					switch {
 					case w.Fenced:
+						decided++
 						byCode["refused by the remote fence"]++
 					default:
+						if w.Code < 500 {
+							decided++
+						}
 						byCode[fmt.Sprintf("HTTP %d", w.Code)]++
 					}
 					break
@@ -131,5 +150,5 @@ func (r *Runner) lateWrites(id string, clusters []string, since time.Time) (stri
 	if n == 0 {
 		return "no write of the victim was delivered under an epoch another owner had superseded", 0, epochs, nil
 	}
-	return fmt.Sprintf("%d writes of the victim delivered after the next owner raised the epoch (policy %s): %v", n, remotefence.Policy, byCode), n, epochs, nil
+	return fmt.Sprintf("%d writes of the victim delivered after the next owner raised the epoch (policy %s): %v", n, remotefence.Policy, byCode), decided, epochs, nil
 }

@@ -8,7 +8,9 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
 	"sync"
+	"time"
 )
 
 // Proxy forwards TCP connections from its loopback address to a target.
@@ -30,7 +32,30 @@ type Proxy struct {
 	armed     int
 	armedGen  uint64 // only connections open when armed trigger it
 	triggered chan struct{}
-	wg        sync.WaitGroup
+	// trail holds what the client of the triggering connection sent after
+	// the write, until TrailDelay after Heal.
+	trail chan struct{}
+	wg    sync.WaitGroup
+}
+
+// TrailDelay is how long after Heal the bytes that followed the write that
+// triggered HoldAtWrite (on its connection) arrive: a client that gave up
+// on the held write cancels it, and that cancellation must not overtake
+// the write, so the server handles the write first, as it would a request
+// whose packets were retransmitted before the rest.
+const TrailDelay = time.Second
+
+// lookAheadWindow is how long, on a connection HoldAtWrite watches, a
+// small chunk waits for the next one: an HTTP/2 client flushes a request's
+// headers before it writes its body, and a write's headers must be held
+// with its body, or the server starts the request before the heal.
+const lookAheadWindow = 20 * time.Millisecond
+
+// link is what the two directions of one proxied connection share.
+type link struct {
+	// trail, once the connection triggered HoldAtWrite, gates what its
+	// client sends after the triggering write, and its close.
+	trail chan struct{}
 }
 
 // New listens on a free loopback port and forwards to target (host:port).
@@ -41,7 +66,7 @@ func New(target string) (*Proxy, error) {
 	}
 	flowing := make(chan struct{})
 	close(flowing)
-	p := &Proxy{ln: ln, target: target, held: flowing, oldHeld: flowing, flowing: flowing, conns: map[net.Conn]struct{}{}}
+	p := &Proxy{ln: ln, target: target, held: flowing, oldHeld: flowing, flowing: flowing, trail: flowing, conns: map[net.Conn]struct{}{}}
 	p.wg.Go(p.accept)
 	return p, nil
 }
@@ -96,17 +121,23 @@ func (p *Proxy) serve(in net.Conn) {
 	p.gen++
 	gen := p.gen
 	p.mu.Unlock()
+	l := &link{}
 	done := make(chan struct{}, 2)
-	pipe := func(dst, src net.Conn) {
-		_, _ = io.Copy(dst, &gatedReader{p: p, r: src, gen: gen})
-		done <- struct{}{}
-	}
 	go func() {
-		_, _ = io.Copy(out, &gatedReader{p: p, r: in, gen: gen, fromClient: true})
+		_, _ = io.Copy(out, &gatedReader{p: p, conn: in, gen: gen, link: l, fromClient: true})
 		done <- struct{}{}
 	}()
-	go pipe(in, out)
+	go func() {
+		_, _ = io.Copy(in, &gatedReader{p: p, conn: out, gen: gen, link: l})
+		done <- struct{}{}
+	}()
 	<-done // either side ended: close both (deferred), which ends the other copy
+	p.mu.Lock()
+	trail := l.trail
+	p.mu.Unlock()
+	if trail != nil {
+		<-trail // a client's close does not overtake its held write
+	}
 }
 
 // gatedReader holds back what it read while the proxy is held: the bytes
@@ -114,17 +145,32 @@ func (p *Proxy) serve(in net.Conn) {
 // would deliver them by retransmission after it healed.
 type gatedReader struct {
 	p          *Proxy
-	r          io.Reader
+	conn       net.Conn
 	gen        uint64
+	link       *link
 	fromClient bool
 }
 
 func (g *gatedReader) Read(b []byte) (int, error) {
-	n, err := g.r.Read(b)
+	n, err := g.conn.Read(b)
+	large := false
+	if size := g.p.armedFor(g); size > 0 && err == nil {
+		n, large, err = g.lookAhead(b, n, size)
+	}
 	g.p.mu.Lock()
-	if g.fromClient && g.p.armed > 0 && n >= g.p.armed && g.gen <= g.p.armedGen {
+	trail := g.p.flowing
+	if g.fromClient && g.link.trail != nil {
+		trail = g.link.trail // sent after the triggering write
+	}
+	if large && g.p.armed > 0 {
 		g.p.armed = 0
 		g.p.holdExisting()
+		select {
+		case <-g.p.trail:
+			g.p.trail = make(chan struct{})
+		default: // an earlier trigger's trail is still held
+		}
+		g.link.trail = g.p.trail
 		close(g.p.triggered)
 	}
 	held, old := g.p.held, g.p.flowing
@@ -134,7 +180,47 @@ func (g *gatedReader) Read(b []byte) (int, error) {
 	g.p.mu.Unlock()
 	<-held
 	<-old
+	<-trail
 	return n, err
+}
+
+// armedFor is the size that triggers HoldAtWrite if g's chunks can
+// trigger it, or zero.
+func (p *Proxy) armedFor(g *gatedReader) int {
+	if !g.fromClient {
+		return 0
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.armed == 0 || g.gen > p.armedGen {
+		return 0
+	}
+	return p.armed
+}
+
+// lookAhead reads on into b after its first n bytes while chunks follow
+// each other within lookAheadWindow, up to the first of at least size
+// bytes (large): the headers of a write are read with its body.
+func (g *gatedReader) lookAhead(b []byte, n, size int) (int, bool, error) {
+	if n >= size {
+		return n, true, nil
+	}
+	defer func() { _ = g.conn.SetReadDeadline(time.Time{}) }()
+	for range 16 {
+		if n == len(b) {
+			break
+		}
+		_ = g.conn.SetReadDeadline(time.Now().Add(lookAheadWindow))
+		m, err := g.conn.Read(b[n:])
+		n += m
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return n, m >= size, nil
+		}
+		if m >= size || err != nil {
+			return n, m >= size, err
+		}
+	}
+	return n, false, nil
 }
 
 // Cut closes every connection and refuses new ones until Heal, as a
@@ -150,7 +236,7 @@ func (p *Proxy) Cut() {
 	for _, c := range conns {
 		_ = c.Close()
 	}
-	p.release() // bytes held back go nowhere now: their connections are closed
+	p.release(true) // bytes held back go nowhere now: their connections are closed
 }
 
 // Hold stops forwarding without closing anything, as a black hole would:
@@ -181,7 +267,11 @@ func (p *Proxy) HoldExisting() {
 // bytes a client sends on a connection open now triggers, that chunk held
 // too: with TLS the proxy cannot read requests, but a request with a body
 // (a write) is larger than one without (and a connection open now is past
-// its TLS handshake). The returned channel is closed once it triggered.
+// its TLS handshake). While armed, a smaller chunk waits a few
+// milliseconds for the next, so that a write's headers are held with its
+// body. What that connection's client sends after the write, and its
+// close, arrive TrailDelay after the rest (Heal). The returned channel is
+// closed once it triggered.
 func (p *Proxy) HoldAtWrite(size int) <-chan struct{} {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -199,25 +289,40 @@ func (p *Proxy) holdExisting() {
 	}
 }
 
-// Heal accepts connections again and lets held bytes through.
+// Heal accepts connections again and lets held bytes through (those that
+// followed a write that triggered HoldAtWrite TrailDelay later).
 func (p *Proxy) Heal() {
 	p.mu.Lock()
 	p.cut = false
 	p.armed = 0
+	trail := p.trail
 	p.mu.Unlock()
-	p.release()
+	p.release(false)
+	time.AfterFunc(TrailDelay, func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		closeOpen(trail)
+	})
 }
 
-// release ends a Hold and a HoldExisting.
-func (p *Proxy) release() {
+// release ends a Hold and a HoldExisting, and with trail what follows a
+// triggering write.
+func (p *Proxy) release(trail bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for _, ch := range []chan struct{}{p.held, p.oldHeld} {
-		select {
-		case <-ch:
-		default:
-			close(ch)
-		}
+	closeOpen(p.held)
+	closeOpen(p.oldHeld)
+	if trail {
+		closeOpen(p.trail)
+	}
+}
+
+// closeOpen closes ch unless it is closed already; callers hold p.mu.
+func closeOpen(ch chan struct{}) {
+	select {
+	case <-ch:
+	default:
+		close(ch)
 	}
 }
 

@@ -241,3 +241,34 @@ func TestProxyHoldAtWrite(t *testing.T) {
 	p.Heal()
 	expect(t, got, large)
 }
+
+// A write's headers, sent just before its body, are held with it, and what
+// the client sends after it, and its close, arrive TrailDelay after the
+// write: the server handles a late write before its cancellation.
+func TestProxyHoldAtWriteKeepsTheWriteWhole(t *testing.T) {
+	p, got := sink(t)
+	c := send(t, p, nil, "open")
+	expect(t, got, "open")
+	triggered := p.HoldAtWrite(100)
+	body := strings.Repeat("b", 200)
+	if _, err := c.Write([]byte("headers\n")); err != nil {
+		t.Fatal(err)
+	}
+	send(t, p, c, body)
+	select {
+	case <-triggered:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the body did not trigger the hold")
+	}
+	send(t, p, c, "cancel")
+	_ = c.Close()
+	expect(t, got, "") // the headers are held with the body
+	healed := time.Now()
+	p.Heal()
+	expect(t, got, "headers")
+	expect(t, got, body)
+	expect(t, got, "cancel")
+	if d := time.Since(healed); d < TrailDelay {
+		t.Fatalf("what followed the write arrived %v after the heal, before TrailDelay", d)
+	}
+}
