@@ -19,7 +19,7 @@ KUBE_LDFLAGS := -s -w \
 	-X k8s.io/component-base/version.gitTreeState=clean
 
 # Packages whose tests also run under the race detector in `make test`.
-RACE_PKGS := ./registry/... ./shard/... ./internal/replica/...
+RACE_PKGS := ./registry/... ./shard/... ./replica/...
 TEST_TIMEOUT ?= 18m
 
 .PHONY: help
@@ -111,17 +111,18 @@ lint: ## Run gofmt, go vet and golangci-lint.
 .PHONY: demo
 DEMO_ARGS ?=
 demo: controlplane ## Start a local control plane with 3 replicas and show ownership moving (Ctrl-C to stop).
-	@echo ">> building bin/clustershard"; go build -o $(BIN)/clustershard ./cmd/clustershard
-	$(BIN)/clustershard demo $(DEMO_ARGS)
+	@echo ">> building bin/clustershard and bin/clustershard-dev"; go build -o $(BIN)/clustershard ./cmd/clustershard && go build -o $(BIN)/clustershard-dev ./cmd/clustershard-dev
+	$(BIN)/clustershard-dev demo $(DEMO_ARGS)
 
 .PHONY: e2e
 e2e: controlplane prometheus ## Every drill scenario at R=3 M=30 K=300 at short and at production timings, and Prometheus through a kill drill.
 	go build -o $(BIN)/clustershard ./cmd/clustershard
+	go build -o $(BIN)/clustershard-dev ./cmd/clustershard-dev
 	@status=0; \
 	echo ">> drill at short timings (lease 4s, renew deadline 2s, retry 500ms)"; \
-	$(BIN)/clustershard drill --churn --replicas 3 --remotes 3 --clusters-per-remote 10 --objects-per-cluster 10 --report $(BIN)/drill-report.json || status=$$?; \
+	$(BIN)/clustershard-dev drill --churn --replicas 3 --remotes 3 --clusters-per-remote 10 --objects-per-cluster 10 --report $(BIN)/drill-report.json || status=$$?; \
 	echo ">> drill at production timings (lease 15s, renew deadline 10s, retry 2s)"; \
-	$(BIN)/clustershard drill --churn --replicas 3 --remotes 3 --clusters-per-remote 10 --objects-per-cluster 10 \
+	$(BIN)/clustershard-dev drill --churn --replicas 3 --remotes 3 --clusters-per-remote 10 --objects-per-cluster 10 \
 	  --lease-duration 15s --renew-deadline 10s --retry-period 2s --report $(BIN)/drill-report-production.json || status=$$?; \
 	go test -tags e2e -count=1 -timeout 30m -v -run 'TestPrometheusDuringKillDrill' ./cmd/clustershard/ || status=$$?; \
 	exit $$status

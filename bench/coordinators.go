@@ -11,7 +11,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/clustershard/clustershard/internal/scheme"
+	"github.com/clustershard/clustershard/internal/tools/fleet"
 	"github.com/clustershard/clustershard/shard"
 )
 
@@ -46,7 +46,7 @@ func newCoordinators(cfg *rest.Config, ns string, names []string) *coordinators 
 func (f *coordinators) start(id string) error {
 	cfg := rest.CopyConfig(f.cfg)
 	cfg.QPS, cfg.Burst = 1000, 2000
-	cl, err := client.New(cfg, client.Options{Scheme: scheme.New()})
+	cl, err := client.New(cfg, client.Options{Scheme: fleet.Scheme()})
 	if err != nil {
 		return err
 	}

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/clustershard/clustershard/internal/drill"
+	"github.com/clustershard/clustershard/internal/tools/drill"
 )
 
 // handovers measures scenario 2 on real replica processes: per moved

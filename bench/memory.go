@@ -7,7 +7,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/clustershard/clustershard/internal/drill"
+	"github.com/clustershard/clustershard/internal/tools/drill"
 )
 
 const mib = 1 << 20

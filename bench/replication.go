@@ -13,14 +13,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	examplev1alpha1 "github.com/clustershard/clustershard/api/example/v1alpha1"
-	"github.com/clustershard/clustershard/controllers/replication"
-	"github.com/clustershard/clustershard/internal/drill"
-	"github.com/clustershard/clustershard/internal/scheme"
+	"github.com/clustershard/clustershard/internal/remotecopy"
+	"github.com/clustershard/clustershard/internal/tools/drill"
+	"github.com/clustershard/clustershard/internal/tools/fleet"
 )
 
 // synced reports whether a source's copy is in sync with its generation.
 func synced(o *examplev1alpha1.ExampleChaos) bool {
-	c := meta.FindStatusCondition(o.Status.Conditions, replication.ConditionRemoteSynced)
+	c := meta.FindStatusCondition(o.Status.Conditions, remotecopy.ConditionRemoteSynced)
 	return c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == o.Generation
 }
 
@@ -71,7 +71,7 @@ func replicationRun(ctx context.Context, o drill.Options, churn *ReplicationChur
 // the fleet's clusters and measures, with a watch on the management cluster,
 // the time from each create to its copy being in sync.
 func churnLag(ctx context.Context, s *drill.Session, churn *ReplicationChurn) error {
-	wc, err := client.NewWithWatch(s.Config(), client.Options{Scheme: scheme.New()})
+	wc, err := client.NewWithWatch(s.Config(), client.Options{Scheme: fleet.Scheme()})
 	if err != nil {
 		return err
 	}

@@ -10,9 +10,9 @@ import (
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/clustershard/clustershard/internal/drill"
-	"github.com/clustershard/clustershard/internal/localcluster"
-	"github.com/clustershard/clustershard/internal/scheme"
+	"github.com/clustershard/clustershard/internal/test/localcluster"
+	"github.com/clustershard/clustershard/internal/tools/drill"
+	"github.com/clustershard/clustershard/internal/tools/fleet"
 )
 
 // Config sizes a benchmark run. Defaults (Default) fit a 2-core, 24 GiB
@@ -155,7 +155,7 @@ func ownershipScenarios(ctx context.Context, c Config, want map[string]bool, res
 	}
 	defer func() { _ = cp.Stop() }()
 	cfg := cp.Management.Config
-	cl, err := client.New(cfg, client.Options{Scheme: scheme.New()})
+	cl, err := client.New(cfg, client.Options{Scheme: fleet.Scheme()})
 	if err != nil {
 		return err
 	}

@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
 
-	"github.com/clustershard/clustershard/internal/testenv"
+	"github.com/clustershard/clustershard/internal/test/testenv"
 )
 
 var env *testenv.Env

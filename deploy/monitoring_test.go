@@ -19,9 +19,9 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/clustershard/clustershard/deploy"
-	"github.com/clustershard/clustershard/internal/localcluster"
 	"github.com/clustershard/clustershard/internal/metrics"
-	"github.com/clustershard/clustershard/internal/promql"
+	"github.com/clustershard/clustershard/internal/test/localcluster"
+	"github.com/clustershard/clustershard/internal/test/promql"
 )
 
 const (

@@ -56,7 +56,7 @@ func (r *Registry) newApp(e *entry) *fx.App {
 				fx.Annotate(func() string { return e.name }, fx.ResultTags(`name:"`+ClusterNameTag+`"`)),
 				fx.Annotate(func() client.Client { return manageClient }, fx.ResultTags(`name:"`+ManageClientTag+`"`)),
 				fx.Annotate(func() client.Reader { return manageReader }, fx.ResultTags(`name:"`+ManageReaderTag+`"`)),
-				fx.Annotate(e.newManager, fx.ParamTags(``, ``, `name:"`+ClusterNameTag+`"`)),
+				e.newManager,
 				func(mgr manager.Manager) client.Client { return mgr.GetClient() },
 				func() Naming { return Naming{cluster: e.name, shared: r.opts.SharedControllerNames} },
 			),
@@ -70,11 +70,11 @@ func (r *Registry) newApp(e *entry) *fx.App {
 // newManager builds the remote manager: no metrics server, no health probes,
 // no leader election, no webhook server; optionally a namespace-limited cache;
 // a client whose calls pass the entry's gate and fence.
-func (e *entry) newManager(cfg *rest.Config, scheme *runtime.Scheme, clusterName string) (manager.Manager, error) {
+func (e *entry) newManager(cfg *rest.Config, scheme *runtime.Scheme) (manager.Manager, error) {
 	cfg = rest.CopyConfig(cfg)
 	opts := manager.Options{
 		Scheme:                 scheme,
-		Logger:                 e.log.WithValues("clusterName", clusterName),
+		Logger:                 e.log, // carries "cluster"
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		LeaderElection:         false,

@@ -16,8 +16,8 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/clustershard/clustershard/internal/admissionhook"
-	"github.com/clustershard/clustershard/internal/netproxy"
+	"github.com/clustershard/clustershard/internal/test/admissionhook"
+	"github.com/clustershard/clustershard/internal/test/netproxy"
 	"github.com/clustershard/clustershard/registry"
 )
 

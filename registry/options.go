@@ -48,7 +48,7 @@ type Options struct {
 	// RemoteModules are added to every remote fx app: this is how remote
 	// reconcilers are registered.
 	RemoteModules []fx.Option
-	// Logger is the parent logger; each cluster logs with a "remoteCluster" value.
+	// Logger is the parent logger; each cluster logs with a "cluster" value.
 	Logger logr.Logger
 
 	// SharedControllerNames makes Naming give remote controllers the same

@@ -2,15 +2,14 @@ package registry
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
-	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 
 	"github.com/clustershard/clustershard/internal/metrics"
+	"github.com/clustershard/clustershard/internal/remote"
 )
 
 // prober checks a remote API server's /version.
@@ -29,19 +28,7 @@ func newProber(cfg *rest.Config, timeout time.Duration) (*prober, error) {
 
 // probe returns the remote server version and the probe's latency.
 func (p *prober) probe(ctx context.Context) (string, time.Duration, error) {
-	ctx, cancel := context.WithTimeout(ctx, p.timeout)
-	defer cancel()
-	start := time.Now()
-	body, err := p.rc.Get().AbsPath("/version").Do(ctx).Raw()
-	latency := time.Since(start)
-	if err != nil {
-		return "", latency, err
-	}
-	var info version.Info
-	if err := json.Unmarshal(body, &info); err != nil {
-		return "", latency, fmt.Errorf("decode /version: %w", err)
-	}
-	return info.GitVersion, latency, nil
+	return remote.Probe(ctx, p.rc, p.timeout)
 }
 
 // probeLoop probes the remote API server every interval until the gate

@@ -65,7 +65,7 @@ func (r *Registry) Spawn(name string, cfg *rest.Config, opts ...SpawnOption) err
 		parent:     r.ctx,
 		cfg:        cfg,
 		namespaces: so.namespaces,
-		log:        r.opts.Logger.WithValues("remoteCluster", name),
+		log:        r.opts.Logger.WithValues("cluster", name),
 		gate:       newGate(r.ctx, name, r.opts.Fence),
 		stopGrace:  10 * time.Second,
 		report:     r.opts.OnEvent,

@@ -11,7 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/clustershard/clustershard/internal/testenv"
+	"github.com/clustershard/clustershard/internal/test/testenv"
 	"github.com/clustershard/clustershard/registry"
 )
 

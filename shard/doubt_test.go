@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/clustershard/clustershard/internal/metrics"
-	"github.com/clustershard/clustershard/internal/netproxy"
+	"github.com/clustershard/clustershard/internal/test/netproxy"
 	"github.com/clustershard/clustershard/registry"
 	"github.com/clustershard/clustershard/shard"
 )

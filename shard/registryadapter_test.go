@@ -6,13 +6,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/clustershard/clustershard/registry"
-	"github.com/clustershard/clustershard/shard"
 )
 
 // Ownership drives real registries through the adapter: each cluster's
@@ -25,7 +25,7 @@ func TestRegistryDrivenByOwnership(t *testing.T) {
 	in := map[string]*instance{}
 	regs := map[string]*registry.Registry{}
 	for _, n := range []string{"r0", "r1"} {
-		adapter := &shard.RegistryAdapter{
+		adapter := &registryAdapter{
 			Config: func(context.Context, string) (*rest.Config, []registry.SpawnOption, error) {
 				return env.Remotes[0].Config, nil, nil
 			},
@@ -82,4 +82,49 @@ func TestRegistryDrivenByOwnership(t *testing.T) {
 	if !errors.Is(err, registry.ErrFenced) {
 		t.Fatalf("write by a non-owner: want ErrFenced, got %v", err)
 	}
+}
+
+// configFunc returns the rest.Config (and spawn options) of a remote cluster.
+type configFunc func(ctx context.Context, cluster string) (*rest.Config, []registry.SpawnOption, error)
+
+// registryAdapter is a shard.Handler that drives a registry from ownership
+// directly (spawn on acquired, stop on lost), for these tests; the replica
+// drives its registry through its controllers. Paired with
+// registry.Options.Fence set to the Coordinator, remote writes also stop the
+// instant ownership does.
+type registryAdapter struct {
+	// Registry holds the remote managers.
+	Registry *registry.Registry
+	// Config resolves a cluster's connection.
+	Config configFunc
+	// Logger reports spawn failures.
+	Logger logr.Logger
+	// OnSpawnError, when set, is told about a failed spawn (for a retry).
+	OnSpawnError func(cluster string, err error)
+}
+
+// Acquired spawns the cluster's remote manager; an existing one is kept.
+func (a *registryAdapter) Acquired(ctx context.Context, cluster string) {
+	cfg, opts, err := a.Config(ctx, cluster)
+	if err == nil {
+		err = a.Registry.Spawn(cluster, cfg, opts...)
+		if errors.Is(err, registry.ErrAlreadyExist) {
+			err = nil
+		}
+	}
+	if err != nil {
+		a.Logger.Error(err, "Cannot spawn the remote manager of an acquired cluster", "cluster", cluster)
+		if a.OnSpawnError != nil {
+			a.OnSpawnError(cluster, err)
+		}
+	}
+}
+
+// Lost stops the cluster's remote manager; an absent one is fine.
+func (a *registryAdapter) Lost(ctx context.Context, cluster string) error {
+	err := a.Registry.Stop(ctx, cluster)
+	if errors.Is(err, registry.ErrNotExist) {
+		return nil
+	}
+	return err
 }

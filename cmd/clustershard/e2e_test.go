@@ -26,9 +26,9 @@ import (
 
 	examplev1alpha1 "github.com/clustershard/clustershard/api/example/v1alpha1"
 	"github.com/clustershard/clustershard/api/v1alpha1"
-	"github.com/clustershard/clustershard/internal/localcluster"
 	"github.com/clustershard/clustershard/internal/status"
-	"github.com/clustershard/clustershard/internal/testenv"
+	"github.com/clustershard/clustershard/internal/test/localcluster"
+	"github.com/clustershard/clustershard/internal/test/testenv"
 	"github.com/clustershard/clustershard/shard"
 )
 

@@ -11,7 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
-	"github.com/clustershard/clustershard/controllers/replication"
+	"github.com/clustershard/clustershard/internal/remotecopy"
 )
 
 // ControllerName names the controller.
@@ -23,7 +23,7 @@ type Reconciler struct {
 	Client client.Reader
 	// Kinds are the replicated kinds, each with its shape set (WithShape):
 	// SetShape on them reaches every controller that holds a copy.
-	Kinds []replication.Kind
+	Kinds []remotecopy.Kind
 }
 
 // Reconcile learns the shape of the kinds served by one CRD.
@@ -33,7 +33,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if k.CRD != req.Name {
 			continue
 		}
-		shape, err := replication.LearnShape(ctx, r.Client, k)
+		shape, err := remotecopy.LearnShape(ctx, r.Client, k)
 		if apierrors.IsNotFound(err) {
 			logger.Error(err, "The CRD of a replicated kind was deleted; its sources are gone with it, the kind keeps its last shape", "kind", k.GVK.String())
 			continue

@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
-	"github.com/clustershard/clustershard/controllers/replication"
+	"github.com/clustershard/clustershard/internal/remotecopy"
 	"github.com/clustershard/clustershard/registry"
 )
 
@@ -33,12 +33,12 @@ type Params struct {
 
 // Module returns the remote module that runs one monitor per replicated kind.
 // identity is this replica's name, stamped on copies it re-creates.
-func Module(kinds []replication.Kind, identity string) fx.Option {
+func Module(kinds []remotecopy.Kind, identity string) fx.Option {
 	return fx.Module("monitor", fx.Invoke(func(p Params) error {
 		for _, k := range kinds {
 			ours := predicate.NewPredicateFuncs(func(o client.Object) bool {
 				l := o.GetLabels()
-				return l[replication.ControlledByLabel] == replication.ControlledByValue && l[replication.ClusterLabel] == p.ClusterName
+				return l[remotecopy.ControlledByLabel] == remotecopy.ControlledByValue && l[remotecopy.ClusterLabel] == p.ClusterName
 			})
 			r := &Reconciler{Kind: k, Remote: p.Remote, Manage: p.Manage, Fresh: p.Fresh, Cluster: p.ClusterName, Identity: identity}
 			err := ctrl.NewControllerManagedBy(p.Manager).
@@ -56,7 +56,7 @@ func Module(kinds []replication.Kind, identity string) fx.Option {
 // Reconciler mirrors one kind's copies in one remote cluster.
 type Reconciler struct {
 	// Kind is the replicated kind.
-	Kind replication.Kind
+	Kind remotecopy.Kind
 	// Remote is the remote cluster's client; Manage the management cluster's.
 	Remote, Manage client.Client
 	// Fresh reads the management cluster from its API server; it confirms
@@ -86,7 +86,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if srcLives {
 			// Deleted by hand while its source lives: put it back.
 			return ctrl.Result{}, r.Remote.Apply(ctx, client.ApplyConfigurationFromUnstructured(r.Kind.Copy(src, r.Cluster, r.Identity)),
-				client.FieldOwner(replication.CopyFieldManager), client.ForceOwnership)
+				client.FieldOwner(remotecopy.CopyFieldManager), client.ForceOwnership)
 		}
 		return ctrl.Result{}, nil
 	}
@@ -112,7 +112,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if !found {
 		return ctrl.Result{}, nil
 	}
-	_, err := replication.MirrorStatus(ctx, r.Manage, r.Kind, src, status)
+	_, err := remotecopy.MirrorStatus(ctx, r.Manage, r.Kind, src, status)
 	if apierrors.IsConflict(err) {
 		return ctrl.Result{RequeueAfter: 200 * time.Millisecond}, nil // the source changed meanwhile: mirror onto the new one
 	}
@@ -129,7 +129,7 @@ func (r *Reconciler) orphan(src client.Object, err error) bool {
 		return true
 	}
 	u, ok := src.(*unstructured.Unstructured)
-	return err == nil && ok && r.Kind.Cluster(u) != r.Cluster && u.GetAnnotations()[replication.ReplicatedToAnnotation] != r.Cluster
+	return err == nil && ok && r.Kind.Cluster(u) != r.Cluster && u.GetAnnotations()[remotecopy.ReplicatedToAnnotation] != r.Cluster
 }
 
 func (r *Reconciler) fresh() client.Reader {

@@ -14,19 +14,19 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/clustershard/clustershard/api/v1alpha1"
-	"github.com/clustershard/clustershard/controllers/replication"
+	"github.com/clustershard/clustershard/internal/remote"
+	"github.com/clustershard/clustershard/internal/remotecopy"
 	"github.com/clustershard/clustershard/registry"
 )
 
 // InstalledLabel marks what clustershard installed in a remote cluster.
-const InstalledLabel = replication.InstalledByLabel
+const InstalledLabel = remotecopy.InstalledByLabel
 
 // probe asks the remote API server for /version.
 func probe(ctx context.Context, cfg *rest.Config, timeout time.Duration) (string, error) {
@@ -36,17 +36,8 @@ func probe(ctx context.Context, cfg *rest.Config, timeout time.Duration) (string
 	if err != nil {
 		return "", err
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	body, err := dc.RESTClient().Get().AbsPath("/version").Do(ctx).Raw()
-	if err != nil {
-		return "", err
-	}
-	var info version.Info
-	if err := json.Unmarshal(body, &info); err != nil {
-		return "", fmt.Errorf("decode /version: %w", err)
-	}
-	return info.GitVersion, nil
+	ver, _, err := remote.Probe(ctx, dc.RESTClient(), timeout)
+	return ver, err
 }
 
 func installCRDs(rc *v1alpha1.RemoteCluster) bool {
@@ -286,7 +277,7 @@ func (r *Reconciler) uninstallCRDs(ctx context.Context, rc *v1alpha1.RemoteClust
 
 // foreignObject describes an object of kind k in the remote cluster that is
 // not a copy made for RemoteCluster cluster, or returns "".
-func foreignObject(ctx context.Context, remote client.Client, k replication.Kind, cluster string) (string, error) {
+func foreignObject(ctx context.Context, remote client.Client, k remotecopy.Kind, cluster string) (string, error) {
 	list := &unstructured.UnstructuredList{}
 	list.SetGroupVersionKind(k.GVK.GroupVersion().WithKind(k.GVK.Kind + "List"))
 	opts := []client.ListOption{client.Limit(500)}
@@ -300,11 +291,11 @@ func foreignObject(ctx context.Context, remote client.Client, k replication.Kind
 		for _, o := range list.Items {
 			key := client.ObjectKeyFromObject(&o).String()
 			switch l := o.GetLabels(); {
-			case l[replication.ControlledByLabel] != replication.ControlledByValue:
+			case l[remotecopy.ControlledByLabel] != remotecopy.ControlledByValue:
 				return key + ", which clustershard did not create", nil
-			case l[replication.ClusterLabel] != cluster:
+			case l[remotecopy.ClusterLabel] != cluster:
 				// Two RemoteClusters may name one cluster: the other's copies are not ours.
-				return key + ", a copy for RemoteCluster " + l[replication.ClusterLabel], nil
+				return key + ", a copy for RemoteCluster " + l[remotecopy.ClusterLabel], nil
 			}
 		}
 		if list.GetContinue() == "" {

@@ -17,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
-	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -25,12 +24,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/clustershard/clustershard/api/v1alpha1"
-	"github.com/clustershard/clustershard/controllers/replication"
 	"github.com/clustershard/clustershard/internal/helmrelease"
-	"github.com/clustershard/clustershard/internal/kubeconfig"
+	"github.com/clustershard/clustershard/internal/remote"
+	"github.com/clustershard/clustershard/internal/remotecopy"
 	"github.com/clustershard/clustershard/internal/remotefence"
 	"github.com/clustershard/clustershard/registry"
-	"github.com/clustershard/clustershard/shard"
 )
 
 const (
@@ -70,8 +68,9 @@ type Ownership interface {
 	Owns(cluster string) bool
 	// WithOwnership runs f while this replica owns the cluster.
 	WithOwnership(cluster string, f func() error) error
-	// Observed returns the coordinator's last view of holders.
-	Observed() shard.View
+	// Holder returns the replica that holds the cluster's Lease and since
+	// when, as the coordinator last saw it.
+	Holder(cluster string) (holder string, since time.Time, ok bool)
 	// WriteDeadline is the fence every remote write passes.
 	WriteDeadline(cluster string) (time.Time, error)
 }
@@ -94,11 +93,15 @@ type Reconciler struct {
 	// Recorder emits Events on RemoteClusters.
 	Recorder events.EventRecorder
 	// KubeConfig shapes the rest.Config of remote clusters.
-	KubeConfig kubeconfig.Options
+	KubeConfig remote.Options
 	// Kinds are the replicated kinds, whose CRDs spec.install copies.
-	Kinds []replication.Kind
+	Kinds []remotecopy.Kind
 	// ProbeTimeout bounds the /version probe before a spawn (default 5s).
 	ProbeTimeout time.Duration
+	// StopTimeout bounds the stop of a remote manager this controller
+	// stops itself (a changed kubeconfig, a superseded epoch, a deleted
+	// RemoteCluster); the replica passes --stop-timeout (default 10s).
+	StopTimeout time.Duration
 	// Resync re-reconciles owned clusters periodically (default 1m).
 	Resync time.Duration
 	// CleanupTimeout bounds how long a deleted RemoteCluster with
@@ -139,7 +142,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		return ctrl.Result{}, err
 	}
-	ctx = log.IntoContext(ctx, log.FromContext(ctx).WithValues("remoteCluster", klog.KObj(&rc)))
+	ctx = log.IntoContext(ctx, log.FromContext(ctx).WithValues("cluster", rc.Name))
 	if !r.Ownership.Owns(rc.Name) {
 		// Another replica owns it (or nobody yet). The coordinator re-enqueues
 		// it when acquired; the slow resync covers a missed notification.
@@ -193,8 +196,8 @@ func (r *Reconciler) owned(cluster string, f func() error) error {
 func (r *Reconciler) ownedStatus(rc *v1alpha1.RemoteCluster) {
 	rc.Status.Owner = r.Identity
 	rc.Status.ObservedGeneration = rc.Generation
-	if h, ok := r.Ownership.Observed().Holders[rc.Name]; ok && h.Holder == r.Identity && !h.Since.IsZero() {
-		t := metav1.NewTime(h.Since.Truncate(time.Second))
+	if holder, since, ok := r.Ownership.Holder(rc.Name); ok && holder == r.Identity && !since.IsZero() {
+		t := metav1.NewTime(since.Truncate(time.Second))
 		rc.Status.LastHandoverTime = &t
 	}
 	r.setCondition(rc, v1alpha1.ConditionOwned, true, ReasonLeaseHeld, "Lease held by "+r.Identity)
@@ -231,13 +234,15 @@ func (r *Reconciler) ensure(ctx context.Context, rc *v1alpha1.RemoteCluster) err
 	}
 	cfg, err := r.parseKubeConfig(content, rc.Name)
 	if err != nil {
-		var kerr *kubeconfig.Error
-		errors.As(err, &kerr)
+		reason := remote.ReasonMalformed
+		if kerr, ok := errors.AsType[*remote.Error](err); ok {
+			reason = kerr.Reason
+		}
 		_ = r.stop(ctx, rc.Name)
 		// Only a change of the Secret can fix this: no retry loop.
-		return reconcile.TerminalError(r.fail(rc, v1alpha1.ConditionConnected, kerr.Reason, err))
+		return reconcile.TerminalError(r.fail(rc, v1alpha1.ConditionConnected, reason, err))
 	}
-	hash := kubeconfig.Hash(content)
+	hash := remote.Hash(content)
 	if running, ok := r.runningHash(rc.Name); ok && running != hash {
 		log.FromContext(ctx).Info("Kubeconfig changed: restarting the remote manager")
 		if err := r.stop(ctx, rc.Name); err != nil {
@@ -433,7 +438,11 @@ func (r *Reconciler) setRunningHash(cluster, hash string) {
 // stop stops the cluster's remote manager if it runs here.
 func (r *Reconciler) stop(ctx context.Context, cluster string) error {
 	r.Forget(cluster)
-	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	timeout := r.StopTimeout
+	if timeout == 0 {
+		timeout = 10 * time.Second
+	}
+	sctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if err := r.Registry.Stop(sctx, cluster); err != nil && !errors.Is(err, registry.ErrNotExist) {
 		return err
@@ -489,7 +498,7 @@ func (r *Reconciler) cleanupTimeout() time.Duration {
 }
 
 // leftBehind names what spec.install put in the remote cluster.
-func leftBehind(rc *v1alpha1.RemoteCluster, kinds []replication.Kind) string {
+func leftBehind(rc *v1alpha1.RemoteCluster, kinds []remotecopy.Kind) string {
 	var out []string
 	if h := rc.Status.Helm; h != nil {
 		out = append(out, fmt.Sprintf("Helm release %s/%s", h.Namespace, h.ReleaseName))
@@ -520,9 +529,9 @@ func (r *Reconciler) restConfigFor(ctx context.Context, rc *v1alpha1.RemoteClust
 }
 
 // parseKubeConfig builds the rest.Config of cluster, whose requests carry
-// RemoteUserAgent.
+// remote.UserAgent.
 func (r *Reconciler) parseKubeConfig(content []byte, cluster string) (*rest.Config, error) {
-	cfg, err := kubeconfig.Parse(content, r.KubeConfig)
+	cfg, err := remote.Parse(content, r.KubeConfig)
 	if err != nil {
 		return nil, err
 	}
@@ -530,6 +539,6 @@ func (r *Reconciler) parseKubeConfig(content []byte, cluster string) (*rest.Conf
 	if holder == "" {
 		holder = r.Identity
 	}
-	cfg.UserAgent = RemoteUserAgent(holder, cluster)
+	cfg.UserAgent = remote.UserAgent(holder, cluster)
 	return cfg, nil
 }

@@ -19,10 +19,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/clustershard/clustershard/api/v1alpha1"
-	"github.com/clustershard/clustershard/controllers/replication"
 	"github.com/clustershard/clustershard/internal/metrics"
+	"github.com/clustershard/clustershard/internal/remotecopy"
 	"github.com/clustershard/clustershard/registry"
-	"github.com/clustershard/clustershard/shard"
 )
 
 // ControllerName is the base name of the per-kind controllers.
@@ -88,7 +87,7 @@ type Ownership interface {
 	Assigned(cluster string) bool
 	// UnownedCluster reports whether no replica may run the cluster now,
 	// since when and why.
-	UnownedCluster(cluster string) (shard.Unowned, bool)
+	UnownedCluster(cluster string) (since time.Time, why string, unowned bool)
 	// Reporter reports whether this replica is the one that reports on
 	// clusters nobody runs.
 	Reporter() bool
@@ -105,7 +104,7 @@ type Reconciler struct {
 	// Identity is this replica's name, written on remote copies.
 	Identity string
 	// Kind is the replicated kind.
-	Kind replication.Kind
+	Kind remotecopy.Kind
 	// UnownedGrace is how long a source's cluster may have no running
 	// owner (a crash take-over) before the source says so (default 1m).
 	UnownedGrace time.Duration
@@ -137,7 +136,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, r.removeStaleCopy(ctx, req)
 	}
 	cluster := r.Kind.Cluster(src)
-	previous := src.GetAnnotations()[replication.ReplicatedToAnnotation]
+	previous := src.GetAnnotations()[remotecopy.ReplicatedToAnnotation]
 	moved := previous != "" && previous != cluster
 	target := cluster
 	if moved {
@@ -206,7 +205,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			if err := r.showRemoteFinalizers(ctx, src, w.finalizers); err != nil {
 				return err
 			}
-			wrote, err := replication.SetRemoteSynced(ctx, r.Client, r.Kind, src, false, ReasonRecreating, msg)
+			wrote, err := remotecopy.SetRemoteSynced(ctx, r.Client, r.Kind, src, false, ReasonRecreating, msg)
 			if wrote {
 				r.event(src, corev1.EventTypeNormal, ReasonRecreating, msg)
 			}
@@ -219,7 +218,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	msg := "copy applied in " + cluster + " by " + r.Identity
 	if why, ok := r.recreating.LoadAndDelete(req.String()); ok {
 		msg = recreatedPrefix + cluster + " by " + r.Identity + " (" + why.(string) + ")"
-	} else if o, ok := replication.ReadOutcome(src); ok && o.Reason == ReasonSynced && o.SpecHash == replication.SpecHash(src) && strings.HasPrefix(o.Message, recreatedPrefix+cluster+" ") {
+	} else if o, ok := remotecopy.ReadOutcome(src); ok && o.Reason == ReasonSynced && o.SpecHash == remotecopy.SpecHash(src) && strings.HasPrefix(o.Message, recreatedPrefix+cluster+" ") {
 		msg = o.Message // keep saying why this copy was re-created
 	}
 	if shape := r.Kind.Shape(); !shape.Status {
@@ -249,7 +248,7 @@ func (r *Reconciler) removeStaleCopy(ctx context.Context, req ctrl.Request) erro
 		if err := c.Get(ctx, req.NamespacedName, cp); err != nil {
 			return client.IgnoreNotFound(err)
 		}
-		if cp.GetLabels()[replication.ClusterLabel] != cluster || !cp.GetDeletionTimestamp().IsZero() {
+		if cp.GetLabels()[remotecopy.ClusterLabel] != cluster || !cp.GetDeletionTimestamp().IsZero() {
 			return nil
 		}
 		log.FromContext(ctx).Info("Removing the copy of a deleted source", "cluster", cluster)
@@ -276,11 +275,11 @@ func (r *Reconciler) unowned(ctx context.Context, src *unstructured.Unstructured
 	if !apierrors.IsNotFound(err) {
 		return ctrl.Result{}, err
 	}
-	if !src.GetDeletionTimestamp().IsZero() && controllerutil.ContainsFinalizer(src, replication.Finalizer) &&
-		src.GetAnnotations()[replication.ReleaseAnnotation] == "true" {
+	if !src.GetDeletionTimestamp().IsZero() && controllerutil.ContainsFinalizer(src, remotecopy.Finalizer) &&
+		src.GetAnnotations()[remotecopy.ReleaseAnnotation] == "true" {
 		return ctrl.Result{}, r.dropFinalizer(ctx, src)
 	}
-	if now := r.Kind.Cluster(src); src.GetDeletionTimestamp().IsZero() && src.GetAnnotations()[replication.ReplicatedToAnnotation] == cluster && now != cluster {
+	if now := r.Kind.Cluster(src); src.GetDeletionTimestamp().IsZero() && src.GetAnnotations()[remotecopy.ReplicatedToAnnotation] == cluster && now != cluster {
 		// Moved away from a cluster that is no longer managed: its copy
 		// cannot be removed, so the source is let go to its new cluster
 		// (or made local), saying what was left behind.
@@ -292,13 +291,13 @@ func (r *Reconciler) unowned(ctx context.Context, src *unstructured.Unstructured
 		}
 		before := src.DeepCopy()
 		ann := src.GetAnnotations()
-		delete(ann, replication.ReplicatedToAnnotation)
+		delete(ann, remotecopy.ReplicatedToAnnotation)
 		src.SetAnnotations(ann)
 		return ctrl.Result{}, client.IgnoreNotFound(r.Client.Patch(ctx, src, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})))
 	}
 	r.failed(src, metrics.StateClusterNotFound, ReasonClusterNotFound)
-	msg := fmt.Sprintf("RemoteCluster %q does not exist; create it, fix spec, or set annotation %s=true to release a deleted source", cluster, replication.ReleaseAnnotation)
-	if _, err := replication.SetRemoteSynced(ctx, r.Client, r.Kind, src, false, ReasonClusterNotFound, msg); err != nil {
+	msg := fmt.Sprintf("RemoteCluster %q does not exist; create it, fix spec, or set annotation %s=true to release a deleted source", cluster, remotecopy.ReleaseAnnotation)
+	if _, err := remotecopy.SetRemoteSynced(ctx, r.Client, r.Kind, src, false, ReasonClusterNotFound, msg); err != nil {
 		return ctrl.Result{}, err
 	}
 	r.event(src, corev1.EventTypeWarning, ReasonClusterNotFound, msg)
@@ -313,38 +312,38 @@ func (r *Reconciler) nobodyRuns(ctx context.Context, src *unstructured.Unstructu
 	if grace <= 0 {
 		grace = time.Minute
 	}
-	u, unowned := r.Ownership.UnownedCluster(cluster)
+	since, why, unowned := r.Ownership.UnownedCluster(cluster)
 	if !unowned || !r.Ownership.Reporter() {
 		return ctrl.Result{}, nil
 	}
-	if wait := grace - time.Since(u.Since); wait > 0 {
+	if wait := grace - time.Since(since); wait > 0 {
 		return ctrl.Result{RequeueAfter: wait}, nil
 	}
 	r.failed(src, metrics.StateClusterNotReady, ReasonClusterNotReady)
-	msg := fmt.Sprintf("no replica runs RemoteCluster %q: %s; see clustershard status", cluster, u.Why)
-	changed, err := replication.SetRemoteSynced(ctx, r.Client, r.Kind, src, false, ReasonClusterUnowned, msg)
+	msg := fmt.Sprintf("no replica runs RemoteCluster %q: %s; see clustershard status", cluster, why)
+	changed, err := remotecopy.SetRemoteSynced(ctx, r.Client, r.Kind, src, false, ReasonClusterUnowned, msg)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	if changed {
 		r.event(src, corev1.EventTypeWarning, ReasonClusterUnowned, msg)
-		log.FromContext(ctx).Info("Source's cluster has no running owner", "cluster", cluster, "since", u.Since, "why", u.Why)
+		log.FromContext(ctx).Info("Source's cluster has no running owner", "cluster", cluster, "since", since, "why", why)
 	}
 	return ctrl.Result{RequeueAfter: 10 * time.Second}, nil
 }
 
 // ensureTracked puts the finalizer and the replicated-to annotation on the source.
 func (r *Reconciler) ensureTracked(ctx context.Context, src *unstructured.Unstructured, cluster string) error {
-	if controllerutil.ContainsFinalizer(src, replication.Finalizer) && src.GetAnnotations()[replication.ReplicatedToAnnotation] == cluster {
+	if controllerutil.ContainsFinalizer(src, remotecopy.Finalizer) && src.GetAnnotations()[remotecopy.ReplicatedToAnnotation] == cluster {
 		return nil
 	}
 	before := src.DeepCopy()
-	controllerutil.AddFinalizer(src, replication.Finalizer)
+	controllerutil.AddFinalizer(src, remotecopy.Finalizer)
 	ann := src.GetAnnotations()
 	if ann == nil {
 		ann = map[string]string{}
 	}
-	ann[replication.ReplicatedToAnnotation] = cluster
+	ann[remotecopy.ReplicatedToAnnotation] = cluster
 	src.SetAnnotations(ann)
 	return r.Ownership.WithOwnership(cluster, func() error {
 		return r.Client.Patch(ctx, src, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
@@ -366,7 +365,7 @@ func (r *Reconciler) removeCopy(ctx context.Context, src *unstructured.Unstructu
 		if err != nil {
 			return err
 		}
-		if cp.GetLabels()[replication.ClusterLabel] != target {
+		if cp.GetLabels()[remotecopy.ClusterLabel] != target {
 			gone = true // not our copy
 			return nil
 		}
@@ -377,7 +376,7 @@ func (r *Reconciler) removeCopy(ctx context.Context, src *unstructured.Unstructu
 		return nil
 	})
 	if err != nil {
-		if src.GetAnnotations()[replication.ReleaseAnnotation] == "true" {
+		if src.GetAnnotations()[remotecopy.ReleaseAnnotation] == "true" {
 			return ctrl.Result{}, r.dropFinalizer(ctx, src)
 		}
 		r.failed(src, metrics.StateDeleting, ReasonClusterNotReady)
@@ -393,7 +392,7 @@ func (r *Reconciler) removeCopy(ctx context.Context, src *unstructured.Unstructu
 			if err := r.showRemoteFinalizers(ctx, src, remoteFinalizers); err != nil {
 				return err
 			}
-			_, err := replication.SetRemoteSynced(ctx, r.Client, r.Kind, src, false, ReasonDeleting, msg)
+			_, err := remotecopy.SetRemoteSynced(ctx, r.Client, r.Kind, src, false, ReasonDeleting, msg)
 			return err
 		})
 		return ctrl.Result{RequeueAfter: 500 * time.Millisecond}, client.IgnoreNotFound(err)
@@ -402,7 +401,7 @@ func (r *Reconciler) removeCopy(ctx context.Context, src *unstructured.Unstructu
 		// Moved to another cluster: forget the old one; the new owner copies it.
 		before := src.DeepCopy()
 		ann := src.GetAnnotations()
-		delete(ann, replication.ReplicatedToAnnotation)
+		delete(ann, remotecopy.ReplicatedToAnnotation)
 		src.SetAnnotations(ann)
 		return ctrl.Result{}, r.Ownership.WithOwnership(target, func() error {
 			return r.Client.Patch(ctx, src, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
@@ -415,7 +414,7 @@ func (r *Reconciler) removeCopy(ctx context.Context, src *unstructured.Unstructu
 // to the finalizers its remote copy still carries.
 func (r *Reconciler) showRemoteFinalizers(ctx context.Context, src *unstructured.Unstructured, finalizers []string) error {
 	want := strings.Join(finalizers, ",")
-	have, ok := src.GetAnnotations()[replication.RemoteFinalizersAnnotation]
+	have, ok := src.GetAnnotations()[remotecopy.RemoteFinalizersAnnotation]
 	if have == want && (ok || want == "") {
 		return nil
 	}
@@ -425,9 +424,9 @@ func (r *Reconciler) showRemoteFinalizers(ctx context.Context, src *unstructured
 		ann = map[string]string{}
 	}
 	if want == "" {
-		delete(ann, replication.RemoteFinalizersAnnotation)
+		delete(ann, remotecopy.RemoteFinalizersAnnotation)
 	} else {
-		ann[replication.RemoteFinalizersAnnotation] = want
+		ann[remotecopy.RemoteFinalizersAnnotation] = want
 	}
 	src.SetAnnotations(ann)
 	return r.Client.Patch(ctx, src, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
@@ -438,10 +437,10 @@ func (r *Reconciler) dropFinalizer(ctx context.Context, src *unstructured.Unstru
 	r.forget(client.ObjectKeyFromObject(src).String())
 	r.applied.Delete(client.ObjectKeyFromObject(src).String())
 	before := src.DeepCopy()
-	controllerutil.RemoveFinalizer(src, replication.Finalizer)
+	controllerutil.RemoveFinalizer(src, remotecopy.Finalizer)
 	ann := src.GetAnnotations()
-	delete(ann, replication.ReplicatedToAnnotation)
-	delete(ann, replication.RemoteFinalizersAnnotation)
+	delete(ann, remotecopy.ReplicatedToAnnotation)
+	delete(ann, remotecopy.RemoteFinalizersAnnotation)
 	src.SetAnnotations(ann)
 	return client.IgnoreNotFound(r.Client.Patch(ctx, src, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})))
 }
@@ -452,7 +451,7 @@ func (r *Reconciler) report(ctx context.Context, src *unstructured.Unstructured,
 	var wrote bool
 	err := r.Ownership.WithOwnership(cluster, func() error {
 		var err error
-		wrote, err = replication.SetRemoteSynced(ctx, r.Client, r.Kind, src, ok, reason, msg)
+		wrote, err = remotecopy.SetRemoteSynced(ctx, r.Client, r.Kind, src, ok, reason, msg)
 		return err
 	})
 	if ok {
@@ -477,7 +476,7 @@ func ensureNamespace(ctx context.Context, c client.Client, ns string) error {
 	if ns == "" {
 		return nil
 	}
-	err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{replication.InstalledByLabel: replication.ControlledByValue}}})
+	err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{remotecopy.InstalledByLabel: remotecopy.ControlledByValue}}})
 	if apierrors.IsAlreadyExists(err) {
 		return nil
 	}
@@ -507,6 +506,6 @@ func (r *Reconciler) forget(key string) {
 }
 
 // name returns the controller name of a kind.
-func name(k replication.Kind) string {
+func name(k remotecopy.Kind) string {
 	return ControllerName + "-" + strings.ToLower(k.GVK.Kind) + "." + k.GVK.Group
 }

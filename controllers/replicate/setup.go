@@ -18,8 +18,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
-	"github.com/clustershard/clustershard/controllers/replication"
 	"github.com/clustershard/clustershard/internal/metrics"
+	"github.com/clustershard/clustershard/internal/remotecopy"
 )
 
 // ClusterIndex indexes sources by the remote cluster they name or were copied to.
@@ -61,12 +61,12 @@ func rateLimiter() workqueue.TypedRateLimiter[reconcile.Request] {
 	)
 }
 
-func targets(k replication.Kind, u *unstructured.Unstructured) []string {
+func targets(k remotecopy.Kind, u *unstructured.Unstructured) []string {
 	out := []string{}
 	if c := k.Cluster(u); c != "" {
 		out = append(out, c)
 	}
-	if p := u.GetAnnotations()[replication.ReplicatedToAnnotation]; p != "" && p != k.Cluster(u) {
+	if p := u.GetAnnotations()[remotecopy.ReplicatedToAnnotation]; p != "" && p != k.Cluster(u) {
 		out = append(out, p)
 	}
 	return out

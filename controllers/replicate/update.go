@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/clustershard/clustershard/controllers/replication"
+	"github.com/clustershard/clustershard/internal/remotecopy"
 )
 
 // write is what writing a copy came to.
@@ -28,16 +28,16 @@ type write struct {
 // precondition, so a stale cache can never make it delete a new copy.
 func (r *Reconciler) writeCopy(ctx context.Context, c client.Client, key string, desired *unstructured.Unstructured, cluster string) (write, error) {
 	strategy := r.Kind.UpdateStrategy()
-	want := desired.GetAnnotations()[replication.SpecHashAnnotation]
+	want := desired.GetAnnotations()[remotecopy.SpecHashAnnotation]
 	var old *unstructured.Unstructured
-	if strategy != replication.UpdateApply {
+	if strategy != remotecopy.UpdateApply {
 		cp := r.Kind.New()
 		err := c.Get(ctx, client.ObjectKeyFromObject(desired), cp)
 		switch {
 		case apierrors.IsNotFound(err):
 		case err != nil:
 			return write{}, err
-		case cp.GetLabels()[replication.ClusterLabel] == cluster:
+		case cp.GetLabels()[remotecopy.ClusterLabel] == cluster:
 			old = cp
 		}
 	}
@@ -49,13 +49,13 @@ func (r *Reconciler) writeCopy(ctx context.Context, c client.Client, key string,
 		}
 		return write{recreating: reason, finalizers: old.GetFinalizers()}, nil
 	}
-	if old != nil && strategy == replication.UpdateRecreate {
-		if have := old.GetAnnotations()[replication.SpecHashAnnotation]; have != "" && have != want {
+	if old != nil && strategy == remotecopy.UpdateRecreate {
+		if have := old.GetAnnotations()[remotecopy.SpecHashAnnotation]; have != "" && have != want {
 			return r.deleteForRecreate(ctx, c, key, old, "update strategy Recreate, the spec changed")
 		}
 	}
-	err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(desired), client.FieldOwner(replication.CopyFieldManager), client.ForceOwnership)
-	if err != nil && old != nil && deniedByWebhook(err) && old.GetAnnotations()[replication.SpecHashAnnotation] != want {
+	err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(desired), client.FieldOwner(remotecopy.CopyFieldManager), client.ForceOwnership)
+	if err != nil && old != nil && deniedByWebhook(err) && old.GetAnnotations()[remotecopy.SpecHashAnnotation] != want {
 		return r.deleteForRecreate(ctx, c, key, old, fmt.Sprintf("update strategy %s, the remote refused the spec change: %s", strategy, remoteMessage(err)))
 	}
 	return write{}, err

@@ -19,9 +19,9 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/clustershard/clustershard/internal/netproxy"
 	"github.com/clustershard/clustershard/internal/remotefence"
-	"github.com/clustershard/clustershard/internal/testenv"
+	"github.com/clustershard/clustershard/internal/test/netproxy"
+	"github.com/clustershard/clustershard/internal/test/testenv"
 )
 
 var env *testenv.Env

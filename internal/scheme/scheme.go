@@ -1,5 +1,8 @@
-// Package scheme builds the runtime.Scheme clustershard uses: the built-in
-// kinds, apiextensions, the clustershard API and the example kind.
+// Package scheme builds the runtime.Scheme of the clustershard binary: the
+// built-in kinds, apiextensions and the clustershard API. Replicated kinds
+// are configured at start-up and handled as unstructured, so none is here;
+// the example kind of the demo, the drill and the tests is added by
+// internal/tools/fleet.
 package scheme
 
 import (
@@ -8,7 +11,6 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
-	examplev1alpha1 "github.com/clustershard/clustershard/api/example/v1alpha1"
 	"github.com/clustershard/clustershard/api/v1alpha1"
 )
 
@@ -18,6 +20,5 @@ func New() *runtime.Scheme {
 	utilruntime.Must(clientgoscheme.AddToScheme(s))
 	utilruntime.Must(apiextensionsv1.AddToScheme(s))
 	utilruntime.Must(v1alpha1.AddToScheme(s))
-	utilruntime.Must(examplev1alpha1.AddToScheme(s))
 	return s
 }

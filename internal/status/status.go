@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/clustershard/clustershard/api/v1alpha1"
-	"github.com/clustershard/clustershard/controllers/replication"
+	"github.com/clustershard/clustershard/internal/remotecopy"
 	"github.com/clustershard/clustershard/shard"
 )
 
@@ -56,7 +56,7 @@ type Report struct {
 // Collect reads Leases, RemoteClusters and the replicated kinds' sources. Ages
 // and expiry compare Lease times with this machine's clock: fine for a view,
 // never used for decisions.
-func Collect(ctx context.Context, c client.Reader, namespace string, kinds []replication.Kind) (*Report, error) {
+func Collect(ctx context.Context, c client.Reader, namespace string, kinds []remotecopy.Kind) (*Report, error) {
 	now := time.Now()
 	var leases coordinationv1.LeaseList
 	if err := c.List(ctx, &leases, client.InNamespace(namespace), client.HasLabels{shard.RoleLabel}); err != nil {

@@ -20,12 +20,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/yaml"
 
-	"github.com/clustershard/clustershard/internal/demo"
 	"github.com/clustershard/clustershard/internal/helmrelease"
-	"github.com/clustershard/clustershard/internal/kubeconfig"
-	"github.com/clustershard/clustershard/internal/replica"
+	"github.com/clustershard/clustershard/internal/remote"
 	"github.com/clustershard/clustershard/internal/scheme"
 	"github.com/clustershard/clustershard/internal/status"
+	"github.com/clustershard/clustershard/replica"
 	"github.com/clustershard/clustershard/shard"
 )
 
@@ -62,15 +61,6 @@ func newRoot() *cobra.Command {
 	so.addCommon(st.Flags())
 	st.Flags().StringVarP(&output, "output", "o", "table", "Output format: table, json or yaml.")
 
-	var d demo.Options
-	dm := &cobra.Command{
-		Use:   "demo",
-		Short: "Start a local control plane with remote clusters and replicas, and show ownership moving",
-		Args:  cobra.NoArgs,
-		RunE:  func(cmd *cobra.Command, _ []string) error { return demo.Run(cmd.Context(), d) },
-	}
-	d.AddFlags(dm.Flags())
-
 	root := &cobra.Command{
 		Use:           "clustershard",
 		Short:         "Manage a fleet of remote clusters from one management cluster, sharded across replicas",
@@ -82,7 +72,7 @@ func newRoot() *cobra.Command {
 	}
 	o.addCommon(root.Flags())
 	o.addRun(root.Flags())
-	root.AddCommand(run, st, dm, drillCommand())
+	root.AddCommand(run, st)
 	return root
 }
 
@@ -101,7 +91,7 @@ func (o *options) restConfig() (*rest.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("management cluster kubeconfig: %w", err)
 	}
-	cfg.QPS, cfg.Burst = 50, 100
+	cfg.QPS, cfg.Burst = o.kubeQPS, o.kubeBurst
 	return cfg, nil
 }
 
@@ -128,7 +118,7 @@ func (o *options) run(ctx context.Context) error {
 	defer closeJournal()
 	rp, err := replica.New(ctx, cfg, replica.Options{
 		Identity: o.replicaID, Incarnation: o.incarnation, Namespace: o.namespace, Scheme: scheme.New(), Kinds: o.parsedKinds,
-		KubeConfig: kubeconfig.Options{AllowExec: o.allowExec, QPS: o.clientQPS, Burst: o.clientBurst, Timeout: o.remoteTimeout},
+		KubeConfig: remote.Options{AllowExec: o.allowExec, QPS: o.clientQPS, Burst: o.clientBurst, Timeout: o.remoteTimeout},
 		Shard: shard.Options{
 			LeaseDuration: o.leaseDuration, RenewDeadline: o.renewDeadline, RetryPeriod: o.retryPeriod,
 			StopTimeout: o.stopTimeout, MovesPerSecond: o.movesPerSecond, CatchUpTimeout: o.catchUpTimeout,

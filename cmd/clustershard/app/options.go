@@ -11,7 +11,7 @@ import (
 	"github.com/spf13/pflag"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/clustershard/clustershard/controllers/replication"
+	"github.com/clustershard/clustershard/internal/remotecopy"
 	"github.com/clustershard/clustershard/shard"
 )
 
@@ -38,6 +38,8 @@ type options struct {
 	ringLoadFactor  float64
 	clientQPS       float32
 	clientBurst     int
+	kubeQPS         float32
+	kubeBurst       int
 	remoteTimeout   time.Duration
 	chartDir        string
 	chartTimeout    time.Duration
@@ -50,7 +52,7 @@ type options struct {
 	metricsAddr     string
 	probeAddr       string
 	zap             zap.Options
-	parsedKinds     []replication.Kind
+	parsedKinds     []remotecopy.Kind
 }
 
 func defaultNamespace() string {
@@ -64,6 +66,8 @@ func defaultNamespace() string {
 func (o *options) addCommon(fs *pflag.FlagSet) {
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "Kubeconfig of the management cluster (default: in-cluster, then $KUBECONFIG, then ~/.kube/config).")
 	fs.StringVar(&o.namespace, "namespace", defaultNamespace(), "Namespace of the Leases (default $POD_NAMESPACE or clustershard-system).")
+	fs.Float32Var(&o.kubeQPS, "kube-api-qps", 50, "QPS of the management cluster's client (Leases, RemoteClusters, sources).")
+	fs.IntVar(&o.kubeBurst, "kube-api-burst", 100, "Burst of the management cluster's client.")
 	fs.StringSliceVar(&o.kinds, "replicate-kind", nil, "Replicated kind as Kind.version.group[/plural][:field.path][@Apply|Recreate|Auto], e.g. "+ExampleKind+"; repeatable. After @, how copies take spec changes (default Auto: apply, re-create when a remote webhook refuses the change). Its CRD must exist in the management cluster, and the RBAC rules for it must be granted.")
 }
 
@@ -90,7 +94,7 @@ func (o *options) addRun(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.probeInterval, "probe-interval", 10*time.Second, "How often each remote API server is probed.")
 	fs.DurationVar(&o.probeTimeout, "probe-timeout", 5*time.Second, "Timeout of one probe.")
 	fs.IntVar(&o.probeFailures, "probe-failures", 3, "Failed probes in a row before Connected=False.")
-	fs.StringVar(&o.journal, "ownership-journal", "", "Append this replica's authority events (membership renewals, clusters owned, released, lost, managers running) as JSON lines to `file`, for the invariant checker of clustershard drill.")
+	fs.StringVar(&o.journal, "ownership-journal", "", "Append this replica's authority events (membership renewals, clusters owned, released, lost, managers running) as JSON lines to `file`, for the invariant checker of clustershard-dev drill.")
 	fs.BoolVar(&o.perCluster, "per-cluster-metrics", true, "Export series labelled by cluster name (clustershard_cluster_owned, clustershard_remote_cluster_up, remote controllers' own series); turn off for very large fleets.")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Metrics endpoint address; 0 disables it.")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "healthz/readyz address; 0 disables it.")
@@ -105,9 +109,12 @@ func (o *options) validateCommon() error {
 	if o.namespace == "" {
 		errs = append(errs, errors.New("--namespace must not be empty"))
 	}
+	if o.kubeQPS <= 0 || o.kubeBurst <= 0 {
+		errs = append(errs, fmt.Errorf("--kube-api-qps %v and --kube-api-burst %d must be positive", o.kubeQPS, o.kubeBurst))
+	}
 	o.parsedKinds = nil
 	for _, k := range o.kinds {
-		pk, err := replication.ParseKind(k)
+		pk, err := remotecopy.ParseKind(k)
 		if err != nil {
 			errs = append(errs, err)
 			continue

@@ -1,0 +1,191 @@
+package drill
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/clustershard/clustershard/internal/test/netproxy"
+	"github.com/clustershard/clustershard/internal/tools/fleet"
+	"github.com/clustershard/clustershard/shard"
+)
+
+// Session is a drill's fleet without its scenarios: the local control plane,
+// the populated fleet and R replica processes of the real binary with their
+// journals, for measurements (the benchmark harness). Options.Scenarios and
+// Churn are ignored.
+type Session struct {
+	r *Runner
+}
+
+// NewSession starts a fleet and returns once every cluster is owned and
+// every remote manager runs.
+func NewSession(ctx context.Context, o Options) (*Session, error) {
+	if o.Replicas < 1 || o.Remotes < 1 || o.ClustersPerRemote < 0 || o.ObjectsPerCluster < 0 || o.LeaseDuration < 2*time.Second {
+		return nil, errors.New("a session needs replicas ≥ 1, remotes ≥ 1, clusters and objects ≥ 0, a lease of at least 2s")
+	}
+	if o.Converge == 0 {
+		o.Converge = 5 * time.Minute
+	}
+	r := &Runner{o: o, reps: incarnations{live: map[string]*replica{}, count: map[string]int{}}, proxies: map[string]*netproxy.Proxy{}, overrides: map[string]override{}, seenI1: map[string]bool{}}
+	if err := r.start(ctx); err != nil {
+		return nil, errors.Join(err, r.cleanup())
+	}
+	return &Session{r: r}, nil
+}
+
+// Close stops the replicas and the control plane.
+func (s *Session) Close() error { return s.r.cleanup() }
+
+// AllOwned and StartUp are the times from the replicas' start until every
+// cluster Lease was held and until every remote manager ran.
+func (s *Session) AllOwned() time.Duration { return s.r.allOwned }
+
+// StartUp is the time from the replicas' start until every manager ran.
+func (s *Session) StartUp() time.Duration { return s.r.startUp }
+
+// Client is an admin client of the management cluster.
+func (s *Session) Client() client.Client { return s.r.c }
+
+// Clusters are the fleet's clusters.
+func (s *Session) Clusters() []fleet.Cluster { return s.r.clusters }
+
+// Holders returns the holder of every cluster Lease.
+func (s *Session) Holders(ctx context.Context) (map[string]string, error) { return s.r.holders(ctx) }
+
+// LiveIDs returns the running replicas' identities, in ordinal order.
+func (s *Session) LiveIDs() []string { return s.r.liveIDs() }
+
+// ReplicaID is the identity of replica ordinal i.
+func ReplicaID(i int) string { return replicaID(i) }
+
+// Kill SIGKILLs replica id and returns when it was seen dead.
+func (s *Session) Kill(id string) time.Time {
+	s.r.kill(id)
+	return s.r.reps.all[s.indexOf(id)].killedAt
+}
+
+// Term SIGTERMs replica id and waits for its exit (status 0).
+func (s *Session) Term(id string) error { return s.r.term(id) }
+
+// StartReady starts replicas and waits until each reports ready.
+func (s *Session) StartReady(ctx context.Context, ids ...string) error {
+	return s.r.startReady(ctx, ids...)
+}
+
+// Settle waits until every cluster's manager runs on a live holder.
+func (s *Session) Settle(ctx context.Context, timeout time.Duration) error {
+	return s.r.settle(ctx, timeout)
+}
+
+// Converged waits until every source has its current copy and status (I3),
+// bounded by Options.Converge.
+func (s *Session) Converged(ctx context.Context) error {
+	var res Result
+	s.r.converged(ctx, &res, s.r.duration)
+	if !res.Pass() {
+		return fmt.Errorf("not converged: %v", res.Violations["I3"])
+	}
+	return nil
+}
+
+// Gaps returns, per cluster of clusters, the time it went without a remote
+// manager after since: from the end of the authority that was open at since
+// (its manager stopped, or its replica died) until a manager of another
+// incarnation ran it. Clusters without both ends are left out.
+func (s *Session) Gaps(clusters []string, since time.Time) (map[string]time.Duration, error) {
+	js, err := s.r.journals()
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	ends := map[string]time.Time{}
+	endOf := map[string]*replica{}
+	for rep, entries := range js {
+		for _, iv := range Intervals(entries, rep.renewDeadline, rep.killedAt, now) {
+			if !iv.Start.After(since) && iv.End.After(since) && iv.End.Before(now) {
+				ends[iv.Cluster], endOf[iv.Cluster] = iv.End, rep
+			}
+		}
+	}
+	out := map[string]time.Duration{}
+	for rep, entries := range js {
+		for _, e := range entries {
+			end, ok := ends[e.Cluster]
+			if !ok || e.Event != shard.JournalRunning || endOf[e.Cluster] == rep || e.Time.Before(end) {
+				continue
+			}
+			if d, seen := out[e.Cluster]; !seen || e.Time.Sub(end) < d {
+				out[e.Cluster] = e.Time.Sub(end)
+			}
+		}
+	}
+	for c := range out {
+		if !slices.Contains(clusters, c) {
+			delete(out, c)
+		}
+	}
+	return out, nil
+}
+
+// RSS returns the resident set size in bytes of every live replica process.
+func (s *Session) RSS() (map[string]int64, error) {
+	out := map[string]int64{}
+	for id, rep := range s.r.reps.live {
+		n, err := rss(rep.cmd.Process.Pid)
+		if err != nil {
+			return nil, err
+		}
+		out[id] = n
+	}
+	return out, nil
+}
+
+// WaitOwned waits until n clusters are owned and returns how long it took.
+func (s *Session) WaitOwned(ctx context.Context, n int, timeout time.Duration) (time.Duration, error) {
+	start := time.Now()
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		h, err := s.r.holders(ctx)
+		return err == nil && len(h) >= n, nil
+	})
+	return time.Since(start), err
+}
+
+func (s *Session) indexOf(id string) int {
+	for i := len(s.r.reps.all) - 1; i >= 0; i-- {
+		if s.r.reps.all[i].id == id {
+			return i
+		}
+	}
+	return -1
+}
+
+// rss reads VmRSS of a process from /proc.
+func rss(pid int) (int64, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = f.Close() }()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return kb * 1024, err
+		}
+	}
+	return 0, fmt.Errorf("no VmRSS for pid %d", pid)
+}
+
+// Config is the admin rest.Config of the management cluster.
+func (s *Session) Config() *rest.Config { return s.r.cp.Management.Config }

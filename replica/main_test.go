@@ -1,0 +1,14 @@
+package replica_test
+
+import (
+	"os"
+	"testing"
+
+	"github.com/clustershard/clustershard/internal/test/testenv"
+)
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) {
+	os.Exit(testenv.Run(m, testenv.Options{Remotes: 2}, &env))
+}

@@ -1,0 +1,308 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/go-logr/logr"
+	"go.uber.org/fx"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/clustershard/clustershard/api/v1alpha1"
+	"github.com/clustershard/clustershard/controllers/crdshape"
+	"github.com/clustershard/clustershard/controllers/monitor"
+	"github.com/clustershard/clustershard/controllers/remotecluster"
+	"github.com/clustershard/clustershard/controllers/replicate"
+	"github.com/clustershard/clustershard/internal/helmrelease"
+	"github.com/clustershard/clustershard/internal/metrics"
+	"github.com/clustershard/clustershard/internal/remote"
+	"github.com/clustershard/clustershard/internal/remotecopy"
+	"github.com/clustershard/clustershard/registry"
+	"github.com/clustershard/clustershard/shard"
+)
+
+// Options configure a replica.
+type Options struct {
+	// Identity is the replica's name.
+	Identity string
+	// Incarnation tells this process apart from others started with the
+	// same Identity (shard.Options.Incarnation); random when empty.
+	Incarnation string
+	// Namespace holds the Leases.
+	Namespace string
+	// Scheme must know the built-in kinds and the clustershard API.
+	Scheme *runtime.Scheme
+	// Kinds are the replicated kinds.
+	Kinds []remotecopy.Kind
+	// KubeConfig shapes remote rest.Configs (exec permission, QPS, timeout).
+	KubeConfig remote.Options
+	// Shard times the ownership protocol (Identity, Namespace and clients
+	// are filled in).
+	Shard shard.Options
+	// ProbeInterval, ProbeTimeout and ProbeFailureThreshold configure remote health.
+	ProbeInterval         time.Duration
+	ProbeTimeout          time.Duration
+	ProbeFailureThreshold int
+	// MetricsBindAddress and HealthProbeBindAddress: "0" disables them.
+	MetricsBindAddress     string
+	HealthProbeBindAddress string
+	// ShutdownTimeout bounds the hand-over on shutdown (default 30s).
+	ShutdownTimeout time.Duration
+	// RemoteModules are extra remote modules (the monitor is always added).
+	RemoteModules []fx.Option
+	// Logger is the root logger.
+	Logger logr.Logger
+	// PerClusterMetrics exports the series labelled by cluster name
+	// (clustershard_cluster_owned, clustershard_remote_cluster_up).
+	PerClusterMetrics bool
+	// Resync re-reconciles each owned RemoteCluster this often (default
+	// 1m); it is also the period of the Helm release's check.
+	Resync time.Duration
+	// CleanupTimeout bounds the remote cleanup of a deleted RemoteCluster
+	// (cleanupPolicy Delete); default 5m.
+	CleanupTimeout time.Duration
+	// Charts configures the cache of spec.install.helm charts (its Log is
+	// filled in).
+	Charts helmrelease.Options
+	// SeveralPerProcess lets tests run several replicas in one process by
+	// skipping controller-runtime's process-wide controller-name check.
+	SeveralPerProcess bool
+}
+
+// Replica is one assembled replica.
+type Replica struct {
+	// Manager is the management cluster's manager.
+	Manager manager.Manager
+	// Coordinator is the shard coordinator.
+	Coordinator *shard.Coordinator
+	// Registry holds the remote managers.
+	Registry *registry.Registry
+
+	opts     Options
+	notifier *Notifier
+	charts   *helmrelease.Charts
+}
+
+// New assembles a replica against the management cluster behind cfg.
+func New(ctx context.Context, cfg *rest.Config, o Options) (*Replica, error) {
+	if o.ShutdownTimeout == 0 {
+		o.ShutdownTimeout = 30 * time.Second
+	}
+	grace := o.ShutdownTimeout + 10*time.Second
+	if err := metrics.Register(ctrlmetrics.Registry); err != nil {
+		return nil, fmt.Errorf("register metrics: %w", err)
+	}
+	mgr, err := ctrl.NewManager(cfg, manager.Options{
+		Scheme:                  o.Scheme,
+		Logger:                  o.Logger,
+		Metrics:                 metricsserver.Options{BindAddress: o.MetricsBindAddress},
+		HealthProbeBindAddress:  o.HealthProbeBindAddress,
+		LeaderElection:          false,
+		GracefulShutdownTimeout: &grace,
+		Controller:              config.Controller{SkipNameValidation: &o.SeveralPerProcess},
+		// Replicated kinds are unstructured: read them from the cache too
+		// (controller-runtime reads unstructured objects from the API server
+		// by default, where the cluster field index does not exist, so a
+		// cluster event found none of its sources).
+		Client: client.Options{Cache: &client.CacheOptions{Unstructured: true}},
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
+			&coordinationv1.Lease{}: {Namespaces: map[string]cache.Config{o.Namespace: {}}},
+		}},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("management manager: %w", err)
+	}
+	direct, err := client.New(cfg, client.Options{Scheme: o.Scheme})
+	if err != nil {
+		return nil, err
+	}
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	o.Kinds = learnShapes(ctx, direct, o.Kinds, o.Logger)
+	rp := &Replica{Manager: mgr, opts: o, notifier: &Notifier{}}
+
+	so := o.Shard
+	if o.Incarnation == "" {
+		o.Incarnation = shard.NewIncarnation()
+	}
+	so.Identity, so.Incarnation, so.Namespace, so.Client, so.Reader, so.Kube = o.Identity, o.Incarnation, o.Namespace, direct, mgr.GetClient(), kube
+	so.Handler = rp.notifier
+	so.Logger = o.Logger.WithName("shard")
+	so.Clusters = func() ([]string, error) {
+		var list v1alpha1.RemoteClusterList
+		if err := mgr.GetClient().List(context.Background(), &list); err != nil {
+			return nil, err
+		}
+		names := make([]string, 0, len(list.Items))
+		for _, rc := range list.Items {
+			names = append(names, rc.Name)
+		}
+		return names, nil
+	}
+	if rp.Coordinator, err = shard.New(so); err != nil {
+		return nil, err
+	}
+	// Remote managers stop by hand-over (Stop) or Close after it, never
+	// straight from the shutdown signal: a SIGTERM must not look like a
+	// failed manager to the controllers while the hand-over runs.
+	rp.Registry, err = registry.New(context.WithoutCancel(ctx), registry.Options{
+		ManageClient:          mgr.GetClient(),
+		ManageReader:          mgr.GetAPIReader(),
+		Scheme:                o.Scheme,
+		RemoteModules:         append([]fx.Option{monitor.Module(o.Kinds, o.Identity)}, o.RemoteModules...),
+		Logger:                o.Logger.WithName("registry"),
+		QPS:                   o.KubeConfig.QPS,
+		Burst:                 o.KubeConfig.Burst,
+		ProbeInterval:         o.ProbeInterval,
+		ProbeTimeout:          o.ProbeTimeout,
+		ProbeFailureThreshold: o.ProbeFailureThreshold,
+		Fence:                 rp.Coordinator,
+		SharedControllerNames: !o.PerClusterMetrics,
+		OnEvent:               rp.notifier.RegistryEvent,
+	})
+	if err != nil {
+		return nil, err
+	}
+	rp.notifier.Registry = rp.Registry
+	rp.notifier.OnRunning = rp.Coordinator.ManagerRunning
+	if o.PerClusterMetrics {
+		metrics.RegisterClusterSeries(ctrlmetrics.Registry)
+		metrics.ClusterSeries.Add(rp)
+	}
+
+	co := o.Charts
+	co.Log = o.Logger.WithName("charts")
+	if rp.charts, err = helmrelease.NewCharts(co); err != nil {
+		return nil, err
+	}
+	rec := &remotecluster.Reconciler{
+		Client: mgr.GetClient(), Scheme: o.Scheme, Registry: rp.Registry, Ownership: rp.Coordinator,
+		Identity: o.Identity, Holder: shard.HolderIdentity(o.Identity, o.Incarnation), Recorder: mgr.GetEventRecorder("clustershard-remotecluster"),
+		KubeConfig: o.KubeConfig, Kinds: o.Kinds, ProbeTimeout: o.ProbeTimeout, StopTimeout: o.Shard.StopTimeout,
+		Charts: rp.charts, Enqueue: rp.notifier.Notify, Resync: o.Resync, CleanupTimeout: o.CleanupTimeout,
+	}
+	rp.notifier.OnLost = rec.Forget
+	if err := rec.SetupWithManager(ctx, mgr, rp.notifier.Subscribe()); err != nil {
+		return nil, err
+	}
+	for _, k := range o.Kinds {
+		r := &replicate.Reconciler{
+			Client: mgr.GetClient(), Registry: rp.Registry, Ownership: rp.Coordinator, Identity: o.Identity,
+			Kind: k, Recorder: mgr.GetEventRecorder("clustershard-replicate"), UnownedGrace: unownedGrace(o.Shard.LeaseDuration),
+		}
+		if err := r.SetupWithManager(ctx, mgr, rp.notifier.Subscribe()); err != nil {
+			return nil, fmt.Errorf("replicate %s: %w", k.GVK, err)
+		}
+	}
+	if len(o.Kinds) > 0 {
+		if err := (&crdshape.Reconciler{Client: mgr.GetClient(), Kinds: o.Kinds}).SetupWithManager(mgr); err != nil {
+			return nil, fmt.Errorf("crdshape: %w", err)
+		}
+	}
+	if err := mgr.Add(rp); err != nil {
+		return nil, err
+	}
+	// Ready once membership is held: the coordinator runs only after the
+	// manager's caches have synced, so this implies synced caches too.
+	if err := mgr.AddReadyzCheck("membership", func(*http.Request) error {
+		if !rp.Coordinator.Ready() {
+			return errors.New("caches not synced or membership not held yet")
+		}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return nil, err
+	}
+	return rp, nil
+}
+
+// Start runs the coordinator once the caches have synced (it is a manager
+// runnable); on shutdown it hands every cluster over before returning.
+func (rp *Replica) Start(ctx context.Context) error {
+	// Lease and RemoteCluster changes wake the coordinator at once.
+	for _, obj := range []client.Object{&coordinationv1.Lease{}, &v1alpha1.RemoteCluster{}} {
+		inf, err := rp.Manager.GetCache().GetInformer(ctx, obj)
+		if err != nil {
+			return err
+		}
+		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+			AddFunc:    func(any) { rp.Coordinator.Kick() },
+			UpdateFunc: func(any, any) { rp.Coordinator.Kick() },
+			DeleteFunc: func(any) { rp.Coordinator.Kick() },
+		}); err != nil {
+			return err
+		}
+	}
+	err := rp.Coordinator.Run(ctx, rp.opts.ShutdownTimeout)
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	err = errors.Join(err, rp.Registry.Close(cctx), rp.charts.Close(cctx))
+	metrics.ClusterSeries.Remove(rp)
+	metrics.Tracker.ForgetReplica(rp.opts.Identity)
+	return err
+}
+
+// Owned implements metrics.ClusterSource.
+func (rp *Replica) Owned() []string { return rp.Coordinator.Owned() }
+
+// ManagerUp implements metrics.ClusterSource: the remote manager runs and
+// its API server answers probes.
+func (rp *Replica) ManagerUp(cluster string) bool {
+	info, ok := rp.Registry.Get(cluster)
+	return ok && info.State == registry.StateRunning
+}
+
+// NeedLeaderElection is false: every replica runs its coordinator.
+func (rp *Replica) NeedLeaderElection() bool { return false }
+
+// Run runs the replica until ctx ends, then hands over and stops.
+func (rp *Replica) Run(ctx context.Context) error { return rp.Manager.Start(ctx) }
+
+// learnShapes reads each replicated kind's CRD for the shape of its status
+// (status subresource, required fields, what a condition keeps) and says
+// once, at start-up, how its status is written.
+func learnShapes(ctx context.Context, c client.Reader, kinds []remotecopy.Kind, log logr.Logger) []remotecopy.Kind {
+	out := make([]remotecopy.Kind, 0, len(kinds))
+	for _, k := range kinds {
+		shape, err := remotecopy.LearnShape(ctx, c, k)
+		switch {
+		case err != nil:
+			log.Error(err, "Cannot learn the status shape of a replicated kind; assuming a status subresource", "kind", k.GVK.String())
+		case !shape.Status:
+			log.Error(nil, "Replicated kind: its remote status cannot be mirrored; sources show the outcome in annotation "+remotecopy.OutcomeAnnotation+" only", "kind", k.GVK.String(), "status", shape.String())
+		default:
+			log.Info("Replicated kind", "kind", k.GVK.String(), "status", shape.String(), "conditionFields", shape.ConditionFields)
+		}
+		out = append(out, k.WithShape(shape))
+	}
+	return out
+}
+
+// unownedGrace is how long a source's cluster may go without a running
+// owner before the source says so: two lease durations (a crash take-over
+// takes one, plus a pass).
+func unownedGrace(lease time.Duration) time.Duration {
+	if lease <= 0 {
+		lease = 15 * time.Second
+	}
+	return 2 * lease
+}

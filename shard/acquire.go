@@ -1,0 +1,249 @@
+package shard
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	"github.com/clustershard/clustershard/internal/metrics"
+)
+
+// acquireAll acquires the free clusters in parallel (each is its own Lease,
+// written with optimistic concurrency on the version judged free), so a
+// replica taking over many clusters does not write their Leases one after
+// another. It returns each cluster's error.
+func (c *Coordinator) acquireAll(ctx context.Context, names []string, leases map[string]*coordinationv1.Lease, epoch uint64, live map[string]bool) map[string]error {
+	errs := make([]error, len(names))
+	sem := make(chan struct{}, acquireParallelism)
+	var wg sync.WaitGroup
+	for i, n := range names {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			errs[i] = c.acquire(ctx, n, leases[ClusterLeaseName(n)], epoch, c.wanted[n], live)
+		})
+	}
+	wg.Wait()
+	out := make(map[string]error, len(names))
+	for i, n := range names {
+		out[n] = errs[i]
+	}
+	return out
+}
+
+// cacheBehind reports whether the cached Lease of a cluster we hold is only
+// the version our acquisition replaced (the cache has not caught up with our
+// write yet) and a fresh read shows us still holding it. A Lease really
+// changed by someone else is lost at once.
+func (c *Coordinator) cacheBehind(ctx context.Context, name string, cached *coordinationv1.Lease) bool {
+	c.mu.Lock()
+	st := c.clusters[name]
+	replaced := ""
+	if st != nil {
+		replaced = st.replaced
+	}
+	c.mu.Unlock()
+	if st == nil || (cached == nil) != (replaced == "") || (cached != nil && cached.ResourceVersion != replaced) {
+		return false
+	}
+	var fresh coordinationv1.Lease
+	cctx, cancel := c.call(ctx)
+	defer cancel()
+	if err := c.o.Client.Get(cctx, types.NamespacedName{Namespace: c.o.Namespace, Name: ClusterLeaseName(name)}, &fresh); err != nil {
+		return false
+	}
+	return holderOf(&fresh) == c.o.self
+}
+
+// holderOf is the holder identity of a Lease: a membership Lease's holder
+// as the elector wrote it, a cluster Lease's bare replica name joined with
+// its IncarnationAnnotation (the bare name alone for a Lease written by a
+// version without incarnations).
+func holderOf(l *coordinationv1.Lease) string {
+	if l == nil || l.Spec.HolderIdentity == nil {
+		return ""
+	}
+	h := *l.Spec.HolderIdentity
+	if inc := l.Annotations[IncarnationAnnotation]; h != "" && inc != "" && !strings.Contains(h, incarnationSeparator) {
+		return HolderIdentity(h, inc)
+	}
+	return h
+}
+
+// LeaseHolder is the holder identity of a membership or cluster Lease (see
+// HolderIdentity), "" when it is free.
+func LeaseHolder(l *coordinationv1.Lease) string { return holderOf(l) }
+
+// free applies rule 1: the Lease is free when absent, released, ours from an
+// earlier life, abandoned and unchanged for a lease duration, or held by a
+// replica whose membership has not changed for a lease duration (confirmed
+// by a fresh read, so a stale cache never makes a live holder look dead).
+func (c *Coordinator) free(ctx context.Context, name string, l *coordinationv1.Lease, live map[string]bool, now time.Time) bool {
+	holder := holderOf(l)
+	if last := c.obs.lastHolder(name); last != "" && last != holder && last != c.o.self && live[last] &&
+		(l == nil || l.Annotations[ReleasedByAnnotation] != last) {
+		// Deleted, cleared or overwritten by someone other than the live
+		// replica that held it: that replica may still run the cluster
+		// until it notices. Free only once unchanged for a lease duration.
+		if !c.obs.unchangedFor(name, now) {
+			return false
+		}
+		if holder == "" {
+			return true
+		}
+	}
+	switch {
+	case l == nil, holder == "", holder == c.o.self:
+		return true
+	case l.Annotations[AbandonedAnnotation] == "true":
+		return c.obs.unchangedFor(l.Name, now)
+	case live[holder]:
+		return false
+	}
+	memberLease := MemberLeaseName(HolderName(holder))
+	if last := c.obs.lastHolder(memberLease); last != "" && last != holder {
+		// Replaced by another process of its name: no read needed until
+		// the holder's lease duration has passed since its last renewal.
+		if !c.obs.replacedFor(memberLease, holder, now) {
+			return false
+		}
+	} else if !c.obs.unchangedFor(memberLease, now) {
+		return false
+	}
+	var fresh coordinationv1.Lease
+	cctx, cancel := c.call(ctx)
+	err := c.o.Client.Get(cctx, types.NamespacedName{Namespace: c.o.Namespace, Name: memberLease}, &fresh)
+	cancel()
+	switch {
+	case apierrors.IsNotFound(err):
+		return true
+	case err != nil:
+		return false
+	}
+	// The fresh read is stamped when it returned (see step).
+	read := time.Now()
+	changed := c.obs.observe(&fresh, read)
+	if h := holderOf(&fresh); h != "" && h != holder {
+		// Another process of that replica holds its membership Lease (a
+		// restart, or this one). Its elector waited the lease duration of
+		// the Lease's spec, whole seconds (5 s for 5.99 s), which may be
+		// shorter than the holder's renew deadline: judge by when the
+		// holder was last seen renewing, against the timings it published.
+		return c.obs.replacedFor(memberLease, holder, read)
+	}
+	return read.Sub(changed) > c.obs.leaseFor(memberLease)
+}
+
+// acquire takes the cluster Lease (create, or update on the version read) and
+// then spawns (rule 2: spawn after acquire). acquireAll runs it for several
+// clusters at once: it only reads the step's observer and wanted map.
+func (c *Coordinator) acquire(ctx context.Context, name string, l *coordinationv1.Lease, epoch uint64, assigned time.Time, live map[string]bool) error {
+	unmanagedSince, expired := c.unmanagedSince(l, assigned, live)
+	replaced := ""
+	if l != nil {
+		replaced = l.ResourceVersion
+	}
+	now := metav1.NewMicroTime(time.Now())
+	var err error
+	if l == nil {
+		l = &coordinationv1.Lease{ObjectMeta: leaseMeta(c.o.Namespace, ClusterLeaseName(name))}
+		l.Labels = map[string]string{RoleLabel: "cluster"}
+		l.Annotations = map[string]string{ClusterAnnotation: name, IncarnationAnnotation: c.o.Incarnation}
+		l.Spec = coordinationv1.LeaseSpec{
+			HolderIdentity: ptr.To(c.o.Identity), AcquireTime: &now, RenewTime: &now,
+			LeaseDurationSeconds: ptr.To(int32(c.o.LeaseDuration / time.Second)), LeaseTransitions: ptr.To(int32(0)),
+		}
+		cctx, cancel := c.call(ctx)
+		err = c.o.Client.Create(cctx, l)
+		cancel()
+		c.countWrite("create", "cluster")
+	} else {
+		l = l.DeepCopy()
+		if holderOf(l) != c.o.self {
+			l.Spec.LeaseTransitions = ptr.To(ptr.Deref(l.Spec.LeaseTransitions, 0) + 1)
+		}
+		delete(l.Annotations, AbandonedAnnotation)
+		delete(l.Annotations, ReleasedByAnnotation)
+		if l.Annotations == nil {
+			l.Annotations = map[string]string{}
+		}
+		l.Annotations[ClusterAnnotation] = name // a Lease edited by hand names its cluster again
+		if l.Labels == nil {
+			l.Labels = map[string]string{}
+		}
+		l.Labels[RoleLabel] = "cluster"
+		l.Annotations[IncarnationAnnotation] = c.o.Incarnation
+		l.Spec.HolderIdentity = ptr.To(c.o.Identity) // bare: see IncarnationAnnotation
+		l.Spec.AcquireTime, l.Spec.RenewTime = &now, &now
+		l.Spec.LeaseDurationSeconds = ptr.To(int32(c.o.LeaseDuration / time.Second))
+		cctx, cancel := c.call(ctx)
+		err = c.o.Client.Update(cctx, l) // optimistic concurrency on the version we judged
+		cancel()
+		c.countWrite("update", "cluster")
+	}
+	if err != nil {
+		return err
+	}
+	// The write may have taken long: own the cluster only if membership is
+	// still valid in the epoch we judged it in.
+	if _, e, ok := c.member.valid(); !ok || e != epoch {
+		return fmt.Errorf("membership lapsed while acquiring")
+	}
+	c.o.journal(time.Now(), JournalOwned, name) // before authority begins
+	st := &cluster{phase: phaseOwned, epoch: epoch, since: time.Now(), handler: newHandlerLock()}
+	c.mu.Lock()
+	delete(c.notStopped, name) // the registry waits for a manager still stopping before it spawns
+	if old := c.clusters[name]; old != nil {
+		st = old
+		st.phase, st.epoch, st.since = phaseOwned, epoch, time.Now()
+	}
+	st.assigned, st.unmanagedSince, st.replaced = assigned, unmanagedSince, replaced
+	c.clusters[name] = st
+	c.mu.Unlock()
+	c.log.Info("Cluster acquired", "cluster", name, "fromExpiredHolder", expired)
+	metrics.LeaseTransitions.WithLabelValues(metrics.LeaseAcquired).Inc()
+	if expired {
+		metrics.LeaseTransitions.WithLabelValues(metrics.LeaseExpired).Inc()
+	}
+	go func() {
+		_ = st.handler.lock(context.Background()) // a stop before it is bounded itself
+		defer st.handler.unlock()
+		if c.Owns(name) {
+			c.o.Handler.Acquired(ctx, name)
+		}
+	}()
+	return nil
+}
+
+// unmanagedSince estimates, on the local clock, since when the cluster of
+// Lease l has had no running manager, and whether its holder expired: from
+// the release (or abandonment) of the Lease as this replica saw it, from the
+// last seen renewal of a dead holder's membership (an upper bound: it may
+// have died later), or from the first sight of a cluster without a Lease.
+func (c *Coordinator) unmanagedSince(l *coordinationv1.Lease, assigned time.Time, live map[string]bool) (time.Time, bool) {
+	holder := holderOf(l)
+	switch {
+	case l == nil:
+		if assigned.IsZero() {
+			return time.Now(), false
+		}
+		return assigned, false
+	case holder == "" || holder == c.o.self || l.Annotations[AbandonedAnnotation] == "true":
+		return c.obs.changedAt(l.Name), false
+	case !live[holder]:
+		return c.obs.changedAt(MemberLeaseName(HolderName(holder))), true
+	}
+	return time.Now(), false
+}
+
+func leaseMeta(namespace, name string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Namespace: namespace, Name: name}
+}

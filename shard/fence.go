@@ -1,0 +1,65 @@
+package shard
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// WriteDeadline is the fencing check of rule 4, on the local monotonic clock:
+// a write for cluster may be sent until the returned instant, and not at all
+// if an error is returned.
+func (c *Coordinator) WriteDeadline(name string) (time.Time, error) {
+	until, epoch, ok := c.member.valid()
+	if !ok {
+		return time.Time{}, ErrNotMember
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := c.clusters[name]
+	if st == nil || st.phase != phaseOwned || st.epoch != epoch {
+		return time.Time{}, fmt.Errorf("%w: %q", ErrNotOwner, name)
+	}
+	return until, nil
+}
+
+// WithOwnership runs f while this replica owns cluster; callbacks of one
+// cluster may run at once. A hand-over or loss waits for f at most
+// StopTimeout (f's new writes are fenced from its start, and the manager
+// stops meanwhile); past that the Lease is abandoned, not released, so
+// others take it only after a lease duration. It returns ErrNotOwner
+// without calling f when the cluster is not owned.
+func (c *Coordinator) WithOwnership(name string, f func() error) error {
+	c.mu.Lock()
+	st := c.clusters[name]
+	c.mu.Unlock()
+	if st == nil {
+		return fmt.Errorf("%w: %q", ErrNotOwner, name)
+	}
+	// Counted before the check: a hand-over that begins after it waits for
+	// f (at most StopTimeout, then it abandons the Lease).
+	st.users.enter()
+	defer st.users.leave()
+	if !c.Owns(name) {
+		return fmt.Errorf("%w: %q", ErrNotOwner, name)
+	}
+	return f()
+}
+
+// fenceInvalid stops every cluster owned in an older epoch or without valid
+// membership (rule 4). Those Leases stay as they are: membership lapsed, so
+// others may already consider them free.
+func (c *Coordinator) fenceInvalid() {
+	_, epoch, valid := c.member.valid()
+	c.mu.Lock()
+	var stale []string
+	for n, st := range c.clusters {
+		if st.phase == phaseOwned && (!valid || st.epoch != epoch) {
+			stale = append(stale, n)
+		}
+	}
+	c.mu.Unlock()
+	for _, n := range stale {
+		c.lose(context.Background(), n, "membership not valid")
+	}
+}

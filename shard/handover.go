@@ -1,0 +1,201 @@
+package shard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/clustershard/clustershard/internal/metrics"
+)
+
+// stopped records whether the stop of a cluster's manager ended in time.
+func (c *Coordinator) stopped(name string, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err != nil {
+		c.notStopped[name] = true
+	} else {
+		delete(c.notStopped, name)
+	}
+}
+
+// unstopped tells whether a cluster's manager did not stop in time when it
+// was last lost.
+func (c *Coordinator) unstopped(name string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.notStopped[name]
+}
+
+// ManagerRunning is told by the registry that the remote manager of name
+// runs here; the first time after an acquisition it observes the hand-over
+// duration and the time the cluster went without a manager.
+func (c *Coordinator) ManagerRunning(name string) {
+	c.o.journal(time.Now(), JournalRunning, name)
+	c.mu.Lock()
+	st := c.clusters[name]
+	var assigned, unmanaged time.Time
+	if st != nil && st.phase == phaseOwned {
+		assigned, unmanaged = st.assigned, st.unmanagedSince
+		st.assigned, st.unmanagedSince = time.Time{}, time.Time{}
+	}
+	c.mu.Unlock()
+	if assigned.IsZero() && unmanaged.IsZero() {
+		return
+	}
+	c.log.Info("Remote manager running", "cluster", name, "sinceAssigned", time.Since(assigned), "withoutManager", time.Since(unmanaged))
+	if !assigned.IsZero() {
+		metrics.HandoverDuration.Observe(time.Since(assigned).Seconds())
+	}
+	if !unmanaged.IsZero() {
+		metrics.UnmanagedDuration.Observe(max(time.Since(unmanaged), 0).Seconds())
+	}
+}
+
+// lose stops a cluster whose Lease is not ours to write any more.
+func (c *Coordinator) lose(ctx context.Context, name, reason string) {
+	st := c.setPhase(name, phaseOwned, phaseLosing)
+	if st == nil {
+		return
+	}
+	c.o.journal(time.Now(), JournalLost, name) // no new write starts after this
+	c.log.Info("Cluster lost", "cluster", name, "reason", reason)
+	metrics.LeaseTransitions.WithLabelValues(metrics.LeaseLost).Inc()
+	go func() {
+		sctx, cancel := c.stopBudget(ctx)
+		err := c.stop(sctx, name, st)
+		c.stopped(name, err)
+		if err != nil {
+			c.log.Error(err, "Remote manager did not stop in time", "cluster", name)
+		}
+		cancel()
+		c.o.journal(time.Now(), JournalStopped, name)
+		c.done(name, st)
+	}()
+}
+
+// stop stops the cluster's manager (Handler.Lost) and waits for its
+// WithOwnership callbacks, both within ctx (StopTimeout): the callbacks'
+// new writes are fenced already, and stopping the manager makes their
+// remote calls fail, so they end sooner. An error (a callback or the
+// manager still running) makes the caller abandon the Lease rather than
+// release it.
+func (c *Coordinator) stop(ctx context.Context, name string, st *cluster) error {
+	drained := make(chan error, 1)
+	go func() { drained <- st.users.wait(ctx) }()
+	var lost error
+	if lost = st.handler.lock(ctx); lost == nil {
+		lost = c.o.Handler.Lost(ctx, name)
+		st.handler.unlock()
+	}
+	return errors.Join(lost, <-drained)
+}
+
+// handOver applies rule 3: stop (bounded), then release the Lease, or leave
+// it abandoned to expire when the stop timed out.
+func (c *Coordinator) handOver(ctx context.Context, name string, deleted bool) <-chan struct{} {
+	finished := make(chan struct{})
+	if brokenHandOver && c.Owns(name) {
+		c.releaseLease(ctx, name, false, deleted) // release before stop: wrong on purpose
+		time.Sleep(time.Second)
+	}
+	st := c.setPhase(name, phaseOwned, phaseReleasing)
+	if st == nil {
+		close(finished)
+		return finished
+	}
+	c.o.journal(time.Now(), JournalReleasing, name) // no new write starts after this
+	c.log.Info("Handing cluster over", "cluster", name)
+	go func() {
+		defer close(finished)
+		sctx, cancel := c.stopBudget(ctx)
+		err := c.stop(sctx, name, st)
+		c.stopped(name, err)
+		cancel()
+		c.o.journal(time.Now(), JournalStopped, name)
+		wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), c.o.RenewDeadline)
+		defer wcancel()
+		if err != nil {
+			err = fmt.Errorf("remote manager did not stop in time: %w", err)
+		} else {
+			err = c.inDoubt(name) // a write that may still land after a release
+		}
+		if err != nil {
+			c.log.Error(err, "Leaving the Lease to expire instead of releasing it", "cluster", name)
+			c.releaseLease(wctx, name, true, false)
+			metrics.LeaseTransitions.WithLabelValues(metrics.LeaseAbandoned).Inc()
+		} else {
+			c.releaseLease(wctx, name, false, deleted)
+			metrics.LeaseTransitions.WithLabelValues(metrics.LeaseReleased).Inc()
+		}
+		c.done(name, st)
+	}()
+	return finished
+}
+
+// releaseLease writes the Lease free (holder cleared), abandoned, or deletes
+// it for a deleted cluster; only if it is still ours.
+func (c *Coordinator) releaseLease(ctx context.Context, name string, abandon, remove bool) {
+	var l coordinationv1.Lease
+	if err := c.o.Client.Get(ctx, types.NamespacedName{Namespace: c.o.Namespace, Name: ClusterLeaseName(name)}, &l); err != nil {
+		return
+	}
+	if holderOf(&l) != c.o.self {
+		return
+	}
+	var err error
+	switch {
+	case remove:
+		err = c.o.Client.Delete(ctx, &l, client.Preconditions{ResourceVersion: ptr.To(l.ResourceVersion)})
+		c.countWrite("delete", "cluster")
+	case abandon:
+		if l.Annotations == nil {
+			l.Annotations = map[string]string{}
+		}
+		l.Annotations[AbandonedAnnotation] = "true"
+		err = c.o.Client.Update(ctx, &l)
+		c.countWrite("update", "cluster")
+	default:
+		l.Spec.HolderIdentity = ptr.To("")
+		l.Spec.RenewTime = ptr.To(metav1.NewMicroTime(time.Now()))
+		if l.Annotations == nil {
+			l.Annotations = map[string]string{}
+		}
+		delete(l.Annotations, IncarnationAnnotation)
+		l.Annotations[ReleasedByAnnotation] = c.o.self
+		err = c.o.Client.Update(ctx, &l)
+		c.countWrite("update", "cluster")
+	}
+	if err != nil {
+		c.log.Error(err, "Cannot release cluster Lease", "cluster", name)
+		return
+	}
+	c.o.journal(time.Now(), JournalReleased, name)
+}
+
+func (c *Coordinator) setPhase(name string, from, to phase) *cluster {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := c.clusters[name]
+	if st == nil || st.phase != from {
+		return nil
+	}
+	st.phase = to
+	return st
+}
+
+func (c *Coordinator) done(name string, st *cluster) {
+	c.mu.Lock()
+	if c.clusters[name] == st && st.phase != phaseOwned {
+		delete(c.clusters, name)
+	}
+	c.mu.Unlock()
+	c.Kick()
+}

@@ -1,0 +1,108 @@
+package shard
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// shutdown applies rule 5: leave the ring, hand over every cluster at once,
+// then return so membership is released.
+func (c *Coordinator) shutdown(ctx context.Context) error {
+	if c.crashed.Load() {
+		return nil
+	}
+	c.mu.Lock()
+	c.leaving = true
+	var owned []string
+	for n, st := range c.clusters {
+		if st.phase == phaseOwned {
+			owned = append(owned, n)
+		}
+	}
+	c.mu.Unlock()
+	if _, _, member := c.member.valid(); !member {
+		c.log.Info("Not a member: nothing to mark leaving")
+	} else if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cctx, cancel := c.call(ctx)
+		defer cancel()
+		return c.markLeaving(cctx)
+	}); err != nil {
+		c.log.Error(err, "Cannot mark membership as leaving")
+	}
+	c.log.Info("Shutting down: handing every cluster over", "clusters", len(owned))
+	var waits []<-chan struct{}
+	for _, n := range owned {
+		waits = append(waits, c.handOver(ctx, n, false))
+	}
+	for _, w := range waits {
+		select {
+		case <-w:
+		case <-ctx.Done():
+			return fmt.Errorf("hand-over did not finish: %w", ctx.Err())
+		}
+	}
+	// Wait for hand-overs started before shutdown.
+	for {
+		c.mu.Lock()
+		n := len(c.clusters)
+		c.mu.Unlock()
+		if n == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("hand-over did not finish: %w", ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// rejoin clears the leaving mark a previous incarnation with this identity
+// (the same StatefulSet pod name) left on the membership Lease: the elector
+// keeps a Lease's annotations when it acquires it, and others would keep this
+// replica out of their rings for good.
+func (c *Coordinator) rejoin(ctx context.Context, members []coordinationv1.Lease) {
+	for i := range members {
+		l := &members[i]
+		if l.Name != MemberLeaseName(c.o.Identity) || holderOf(l) != c.o.self || l.Annotations[LeavingAnnotation] != "true" {
+			continue
+		}
+		patch := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"`+LeavingAnnotation+`":null}}}`))
+		cctx, cancel := c.call(ctx)
+		err := c.o.Client.Patch(cctx, &coordinationv1.Lease{ObjectMeta: leaseMeta(c.o.Namespace, l.Name)}, patch)
+		cancel()
+		c.countWrite("patch", "membership")
+		if err != nil {
+			c.log.Error(err, "Cannot clear the leaving mark of a previous incarnation")
+			return
+		}
+		c.log.Info("Cleared the leaving mark of a previous incarnation from the membership Lease")
+	}
+}
+
+// markLeaving annotates the membership Lease: others take this replica out of
+// their rings but still respect its Leases until it releases them.
+// Only the process holding it marks it: another incarnation with this
+// identity that never joined leaves the live one in the rings.
+func (c *Coordinator) markLeaving(ctx context.Context) error {
+	var l coordinationv1.Lease
+	if err := c.o.Client.Get(ctx, types.NamespacedName{Namespace: c.o.Namespace, Name: MemberLeaseName(c.o.Identity)}, &l); err != nil {
+		return err
+	}
+	if holderOf(&l) != c.o.self {
+		return fmt.Errorf("membership Lease %s is held by %q, not this process (%s)", l.Name, holderOf(&l), c.o.self)
+	}
+	if l.Annotations == nil {
+		l.Annotations = map[string]string{}
+	}
+	l.Annotations[LeavingAnnotation] = "true"
+	err := c.o.Client.Update(ctx, &l) // on the version read: never a Lease another process took since
+	c.countWrite("update", "membership")
+	return err
+}
