@@ -2,10 +2,8 @@ package remotecluster
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -75,6 +73,20 @@ type Ownership interface {
 	WriteDeadline(cluster string) (time.Time, error)
 }
 
+// Registry is what the controller needs from the registry of remote
+// managers (*registry.Registry).
+type Registry interface {
+	// Spawn starts the cluster's remote manager.
+	Spawn(cluster string, cfg *rest.Config, opts ...registry.SpawnOption) error
+	// Stop stops it and waits for it, bounded by ctx.
+	Stop(ctx context.Context, cluster string) error
+	// Get returns the state of the cluster's remote manager.
+	Get(cluster string) (registry.Info, bool)
+	// WithClient runs f with the cluster's remote client while its manager
+	// runs.
+	WithClient(cluster string, f func(client.Client) error) error
+}
+
 // Reconciler reconciles RemoteClusters owned by this replica.
 type Reconciler struct {
 	// Client is the management cluster's client.
@@ -82,7 +94,7 @@ type Reconciler struct {
 	// Scheme builds remote clients for installs.
 	Scheme *runtime.Scheme
 	// Registry runs the remote managers.
-	Registry *registry.Registry
+	Registry Registry
 	// Ownership is the shard coordinator.
 	Ownership Ownership
 	// Identity is this replica's name, written to status.owner.
@@ -121,16 +133,6 @@ type Reconciler struct {
 	spawned   map[string]string    // cluster -> kubeconfig hash of the running manager
 	installed map[string]installed // cluster -> last spec.install ensured while running
 	epochs    map[string]remotefence.Epoch
-}
-
-// installed is the spec.install last ensured for a running manager, when,
-// and what it recorded in status: re-applied by later reconciles, so a status
-// write that failed (a conflict) does not lose it.
-type installed struct {
-	key       string
-	at        time.Time
-	condition metav1.Condition
-	helm      *v1alpha1.HelmReleaseStatus
 }
 
 // Reconcile brings one RemoteCluster to its desired state if this replica owns it.
@@ -344,201 +346,4 @@ func (r *Reconciler) ensure(ctx context.Context, rc *v1alpha1.RemoteCluster) err
 		return errors.Join(installErr, r.fail(rc, v1alpha1.ConditionReady, ReasonNotConnected, fmt.Errorf("remote manager is %s", info.State)))
 	}
 	return installErr
-}
-
-func (r *Reconciler) probeTimeout() time.Duration {
-	if r.ProbeTimeout == 0 {
-		return 5 * time.Second
-	}
-	return r.ProbeTimeout
-}
-
-// readKubeConfig reads the kubeconfig Secret's key.
-func (r *Reconciler) readKubeConfig(ctx context.Context, rc *v1alpha1.RemoteCluster) ([]byte, error) {
-	ref := rc.Spec.KubeConfig.SecretRef
-	var secret corev1.Secret
-	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, &secret); err != nil {
-		if apierrors.IsNotFound(err) {
-			_ = r.stop(ctx, rc.Name)
-			return nil, r.fail(rc, v1alpha1.ConditionConnected, ReasonSecretNotFound, fmt.Errorf("kubeconfig Secret %s/%s not found", ref.Namespace, ref.Name))
-		}
-		return nil, err
-	}
-	content, ok := secret.Data[ref.Key]
-	if !ok {
-		_ = r.stop(ctx, rc.Name)
-		return nil, r.fail(rc, v1alpha1.ConditionConnected, ReasonSecretKeyNotFound, fmt.Errorf("kubeconfig Secret %s/%s has no key %q", ref.Namespace, ref.Name, ref.Key))
-	}
-	return content, nil
-}
-
-func (r *Reconciler) runningHash(cluster string) (string, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	h, ok := r.spawned[cluster]
-	return h, ok
-}
-
-// installKey identifies what spec.install asks for, with the kubeconfig.
-func installKey(rc *v1alpha1.RemoteCluster, kubeconfigHash string) string {
-	b, _ := json.Marshal(rc.Spec.Install)
-	return kubeconfigHash + "/" + string(b)
-}
-
-// installDue says, for a running manager, whether spec.install changed since
-// it was last ensured, or else whether the Helm release's periodic check (one
-// resync after the last) is due.
-func (r *Reconciler) installDue(rc *v1alpha1.RemoteCluster, key string) (changed, helmDue bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	got, ok := r.installed[rc.Name]
-	if !ok || got.key != key {
-		return true, false
-	}
-	return false, rc.Spec.Install != nil && rc.Spec.Install.Helm != nil && time.Since(got.at) >= r.resync()
-}
-
-// setInstalled remembers that spec.install (key) was ensured, with the
-// Installed condition and status.helm it produced.
-func (r *Reconciler) setInstalled(rc *v1alpha1.RemoteCluster, key string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.installed == nil {
-		r.installed = map[string]installed{}
-	}
-	st := installed{key: key, at: time.Now(), helm: rc.Status.Helm.DeepCopy()}
-	if c := meta.FindStatusCondition(rc.Status.Conditions, v1alpha1.ConditionInstalled); c != nil {
-		st.condition = *c
-	}
-	r.installed[rc.Name] = st
-}
-
-// restoreInstalled writes the remembered outcome of the last install into
-// rc's status.
-func (r *Reconciler) restoreInstalled(rc *v1alpha1.RemoteCluster) {
-	r.mu.Lock()
-	st, ok := r.installed[rc.Name]
-	r.mu.Unlock()
-	if !ok || st.condition.Type == "" {
-		return
-	}
-	rc.Status.Helm = st.helm.DeepCopy()
-	r.setCondition(rc, v1alpha1.ConditionInstalled, st.condition.Status == metav1.ConditionTrue, st.condition.Reason, st.condition.Message)
-}
-
-func (r *Reconciler) setRunningHash(cluster, hash string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.spawned == nil {
-		r.spawned = map[string]string{}
-	}
-	r.spawned[cluster] = hash
-}
-
-// stop stops the cluster's remote manager if it runs here.
-func (r *Reconciler) stop(ctx context.Context, cluster string) error {
-	r.Forget(cluster)
-	timeout := r.StopTimeout
-	if timeout == 0 {
-		timeout = 10 * time.Second
-	}
-	sctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	if err := r.Registry.Stop(sctx, cluster); err != nil && !errors.Is(err, registry.ErrNotExist) {
-		return err
-	}
-	return nil
-}
-
-// finalize stops the manager, uninstalls when asked, and removes only this
-// controller's finalizer.
-//
-// A remote cleanup that fails (the kubeconfig Secret was deleted first, the
-// cluster is gone or refuses) is retried every few seconds until
-// CleanupTimeout after the deletion; then the RemoteCluster is let go
-// without it, with a Warning event naming what was left in the remote
-// cluster, rather than staying Terminating for ever.
-func (r *Reconciler) finalize(ctx context.Context, rc *v1alpha1.RemoteCluster) (ctrl.Result, error) {
-	if !controllerutil.ContainsFinalizer(rc, Finalizer) {
-		return ctrl.Result{}, nil
-	}
-	if err := r.stop(ctx, rc.Name); err != nil {
-		return ctrl.Result{}, fmt.Errorf("stop the remote manager: %w", err)
-	}
-	if rc.Spec.Install != nil && rc.Spec.Install.CleanupPolicy == v1alpha1.CleanupDelete {
-		if err := r.uninstall(ctx, rc); err != nil {
-			left := time.Until(rc.DeletionTimestamp.Add(r.cleanupTimeout()))
-			if left > 0 {
-				msg := fmt.Sprintf("uninstall (retried until %v after the deletion, then abandoned): %v", r.cleanupTimeout(), err)
-				r.setCondition(rc, v1alpha1.ConditionInstalled, false, ReasonInstallFailed, msg)
-				r.setCondition(rc, v1alpha1.ConditionReady, false, ReasonInstallFailed, msg)
-				log.FromContext(ctx).Info("Remote cleanup failed; retrying", "error", err.Error(), "abandonedIn", left.Round(time.Second).String())
-				return ctrl.Result{RequeueAfter: min(left, cleanupRetry)}, nil
-			}
-			msg := fmt.Sprintf("Remote cleanup abandoned %v after the deletion: %v; left in the remote cluster: %s", r.cleanupTimeout(), err, leftBehind(rc, r.Kinds))
-			r.event(rc, corev1.EventTypeWarning, ReasonCleanupAbandoned, "%s", msg)
-			log.FromContext(ctx).Error(err, "Remote cleanup abandoned; letting the RemoteCluster go", "leftBehind", leftBehind(rc, r.Kinds))
-		}
-	}
-	before := rc.DeepCopy()
-	controllerutil.RemoveFinalizer(rc, Finalizer)
-	return ctrl.Result{}, r.owned(rc.Name, func() error {
-		return r.Client.Patch(ctx, rc, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
-	})
-}
-
-// cleanupRetry is the period of the retries of a failed remote cleanup.
-const cleanupRetry = 5 * time.Second
-
-func (r *Reconciler) cleanupTimeout() time.Duration {
-	if r.CleanupTimeout == 0 {
-		return 5 * time.Minute
-	}
-	return r.CleanupTimeout
-}
-
-// leftBehind names what spec.install put in the remote cluster.
-func leftBehind(rc *v1alpha1.RemoteCluster, kinds []remotecopy.Kind) string {
-	var out []string
-	if h := rc.Status.Helm; h != nil {
-		out = append(out, fmt.Sprintf("Helm release %s/%s", h.Namespace, h.ReleaseName))
-	} else if h := rc.Spec.Install.Helm; h != nil {
-		out = append(out, fmt.Sprintf("Helm release %s/%s", h.Namespace, h.ReleaseName))
-	}
-	if installCRDs(rc) {
-		for _, k := range kinds {
-			out = append(out, "CRD "+k.CRD)
-		}
-	}
-	if ns := rc.Spec.Install.Namespace; ns != "" {
-		out = append(out, "namespace "+ns)
-	}
-	if len(out) == 0 {
-		return "nothing"
-	}
-	return strings.Join(out, ", ")
-}
-
-// restConfigFor is used by uninstall, which needs a client after the manager stopped.
-func (r *Reconciler) restConfigFor(ctx context.Context, rc *v1alpha1.RemoteCluster) (*rest.Config, error) {
-	content, err := r.readKubeConfig(ctx, rc)
-	if err != nil {
-		return nil, err
-	}
-	return r.parseKubeConfig(content, rc.Name)
-}
-
-// parseKubeConfig builds the rest.Config of cluster, whose requests carry
-// remote.UserAgent.
-func (r *Reconciler) parseKubeConfig(content []byte, cluster string) (*rest.Config, error) {
-	cfg, err := remote.Parse(content, r.KubeConfig)
-	if err != nil {
-		return nil, err
-	}
-	holder := r.Holder
-	if holder == "" {
-		holder = r.Identity
-	}
-	cfg.UserAgent = remote.UserAgent(holder, cluster)
-	return cfg, nil
 }

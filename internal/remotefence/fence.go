@@ -29,22 +29,15 @@ package remotefence
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"strconv"
-	"strings"
 	"time"
 
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	admissionv1ac "k8s.io/client-go/applyconfigurations/admissionregistration/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 )
@@ -172,35 +165,6 @@ func Raise(ctx context.Context, cfg *rest.Config, o Options) (Epoch, error) {
 	return e, nil
 }
 
-// Current returns the epoch of cluster in the remote API server cfg
-// reaches, and whether it has one.
-func Current(ctx context.Context, cfg *rest.Config, cluster string) (int64, bool, error) {
-	kube, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return 0, false, err
-	}
-	return current(ctx, kube, cluster)
-}
-
-func current(ctx context.Context, kube kubernetes.Interface, cluster string) (int64, bool, error) {
-	cm, err := kube.CoreV1().ConfigMaps(Namespace).Get(ctx, ConfigMapName, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return 0, false, nil
-	}
-	if err != nil {
-		return 0, false, err
-	}
-	v, ok := cm.Data[cluster]
-	if !ok {
-		return 0, false, nil
-	}
-	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil {
-		return 0, true, fmt.Errorf("epoch %q of cluster %s is not a number", v, cluster)
-	}
-	return n, true, nil
-}
-
 // raise is Raise without the check of an existing epoch.
 func raise(ctx context.Context, cfg *rest.Config, kube kubernetes.Interface, o Options) (Epoch, error) {
 	review, err := kube.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
@@ -267,207 +231,3 @@ type impersonationError struct{ err error }
 
 func (e *impersonationError) Error() string { return "impersonation refused: " + e.err.Error() }
 
-// applyPolicy applies the policy and its binding, unless both are there at
-// this version already (so a take-over writes nothing but the epoch); a
-// server without the API, or a user who may not write it, gives an
-// unenforced Epoch.
-func applyPolicy(ctx context.Context, kube kubernetes.Interface) (Epoch, error) {
-	adm := kube.AdmissionregistrationV1()
-	p, perr := adm.ValidatingAdmissionPolicies().Get(ctx, Policy, metav1.GetOptions{})
-	b, berr := adm.ValidatingAdmissionPolicyBindings().Get(ctx, Policy, metav1.GetOptions{})
-	if perr == nil && berr == nil && p.Labels[versionLabel] == policyVersion && b.Labels[versionLabel] == policyVersion {
-		return Epoch{}, nil
-	}
-	apply := metav1.ApplyOptions{FieldManager: FieldManager, Force: true}
-	_, err := adm.ValidatingAdmissionPolicies().Apply(ctx, policy(), apply)
-	if err == nil {
-		_, err = adm.ValidatingAdmissionPolicyBindings().Apply(ctx, binding(), apply)
-	}
-	switch {
-	case err == nil:
-		return Epoch{}, nil
-	case apierrors.IsNotFound(err) || meta.IsNoMatchError(err):
-		return unenforced(ReasonPolicyUnavailable, "the remote API server has no ValidatingAdmissionPolicy API (Kubernetes 1.30 or later): %v", err), nil
-	case apierrors.IsForbidden(err):
-		return unenforced(ReasonPolicyForbidden, "the kubeconfig may not write ValidatingAdmissionPolicies: %v", err), nil
-	}
-	return Epoch{}, fmt.Errorf("apply the fence policy: %w", err)
-}
-
-// versionLabel carries policyVersion on the policy and binding; a change
-// of either's spec must change policyVersion.
-const (
-	versionLabel  = "clustershard.io/fence-version"
-	policyVersion = "4"
-)
-
-func labels() map[string]string {
-	return map[string]string{"app.kubernetes.io/managed-by": "clustershard", versionLabel: policyVersion}
-}
-
-// bump raises the cluster's epoch (creating the ConfigMap if needed). An
-// existing key is raised by a JSON patch that first tests its value, so the
-// owners of other clusters of the same API server, who write other keys of
-// the same ConfigMap at the same time (after a crash, all of a replica's
-// clusters move at once), never conflict with it; a new key is added with a
-// resourceVersion precondition. Either way a raise of this cluster that
-// raced with another is retried on a fresh read.
-func bump(ctx context.Context, cfg *rest.Config, kube kubernetes.Interface, user authenticationv1.UserInfo, cluster string) (int64, error) {
-	for attempt := 0; ; attempt++ {
-		cm, err := kube.CoreV1().ConfigMaps(Namespace).Get(ctx, ConfigMapName, metav1.GetOptions{})
-		var cur int64
-		v, has := "", false
-		switch {
-		case apierrors.IsNotFound(err):
-			cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: ConfigMapName}}
-		case err != nil:
-			return 0, fmt.Errorf("read the fence epoch: %w", err)
-		default:
-			if v, has = cm.Data[cluster]; has {
-				if cur, err = strconv.ParseInt(v, 10, 64); err != nil || cur < 0 {
-					cur = 0 // tampered with: the clock takes over below
-				}
-			}
-		}
-		// Never below the clock in milliseconds: an epoch whose ConfigMap or
-		// key was deleted starts again above anything an earlier owner holds
-		// (owners are a lease duration apart, far more than clock skew).
-		next := max(cur+1, time.Now().UnixMilli())
-		as, err := kubernetes.NewForConfig(withEpoch(cfg, user, cluster, next))
-		if err != nil {
-			return 0, err
-		}
-		cms := as.CoreV1().ConfigMaps(Namespace)
-		switch {
-		case has:
-			var patch []byte
-			patch, err = json.Marshal([]map[string]string{
-				{"op": "test", "path": "/data/" + cluster, "value": v},
-				{"op": "replace", "path": "/data/" + cluster, "value": strconv.FormatInt(next, 10)},
-			})
-			if err == nil {
-				_, err = cms.Patch(ctx, ConfigMapName, types.JSONPatchType, patch, metav1.PatchOptions{})
-			}
-		case cm.ResourceVersion == "":
-			cm.Data = map[string]string{cluster: strconv.FormatInt(next, 10)}
-			_, err = cms.Create(ctx, cm, metav1.CreateOptions{})
-		default:
-			cm = cm.DeepCopy()
-			if cm.Data == nil {
-				cm.Data = map[string]string{}
-			}
-			cm.Data[cluster] = strconv.FormatInt(next, 10)
-			_, err = cms.Update(ctx, cm, metav1.UpdateOptions{})
-		}
-		switch {
-		case err == nil:
-			return next, nil
-		case apierrors.IsForbidden(err) && strings.Contains(err.Error(), "impersonate"):
-			return 0, &impersonationError{err: err}
-		case (apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || apierrors.IsInvalid(err) || apierrors.IsBadRequest(err)) && attempt < 20:
-			// Another raise won the race (a failed test op is answered
-			// Invalid or BadRequest): read again.
-			select {
-			case <-ctx.Done():
-				return 0, ctx.Err()
-			case <-time.After(time.Duration(rand.Int64N(int64(20*time.Millisecond)) + int64(attempt)*int64(10*time.Millisecond))):
-			}
-			continue
-		}
-		return 0, fmt.Errorf("raise the fence epoch of %s to %d: %w", cluster, next, err)
-	}
-}
-
-// awaitEnforced waits until the server refuses a dry-run write of the
-// epoch before epoch: its admission has seen the policy, the binding and
-// the new epoch.
-func awaitEnforced(ctx context.Context, cfg *rest.Config, user authenticationv1.UserInfo, cluster string, epoch int64, wait time.Duration) error {
-	old, err := kubernetes.NewForConfig(withEpoch(cfg, user, cluster, epoch-1))
-	if err != nil {
-		return err
-	}
-	deadline := time.Now().Add(wait)
-	for {
-		cm, err := old.CoreV1().ConfigMaps(Namespace).Get(ctx, ConfigMapName, metav1.GetOptions{})
-		if err != nil {
-			return fmt.Errorf("read the fence epoch: %w", err)
-		}
-		cm.Annotations = map[string]string{"clustershard.io/fence-check": strconv.FormatInt(epoch, 10)}
-		cm.ResourceVersion = "" // unconditional: raises of other clusters must not make it conflict
-		_, err = old.CoreV1().ConfigMaps(Namespace).Update(ctx, cm, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}})
-		switch {
-		case IsFenced(err) && strings.Contains(err.Error(), movedOn):
-			// The validation ran against an epoch above epoch-1.
-			return nil
-		case err != nil && !apierrors.IsConflict(err):
-			return fmt.Errorf("check the fence: %w", err)
-		case time.Now().After(deadline):
-			return fmt.Errorf("%w: the remote API server still admits writes of epoch %d %v after the epoch was raised to %d (is the ValidatingAdmissionPolicy admission plugin enabled?)",
-				errNotEnforced, epoch-1, wait, epoch)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-}
-
-// IsFenced reports whether err is the remote API server refusing a write by
-// the fence policy: one of an earlier epoch.
-func IsFenced(err error) bool {
-	return err != nil && strings.Contains(err.Error(), "ValidatingAdmissionPolicy '"+Policy+"'")
-}
-
-// movedOn is in the message of a write refused for its earlier epoch.
-const movedOn = "which has moved on to epoch"
-
-// policy refuses writes that carry a cluster's epoch below the ConfigMap's.
-func policy() *admissionv1ac.ValidatingAdmissionPolicyApplyConfiguration {
-	return admissionv1ac.ValidatingAdmissionPolicy(Policy).
-		WithLabels(labels()).
-		// Ignore: the API server resolves the parameter before it evaluates
-		// the match conditions, for every request; with Fail, a parameter
-		// cache not yet synced (an API server starting) would refuse every
-		// write in the cluster, the kubelet's and controllers' included. Only
-		// a validation that evaluates to false refuses, and only requests
-		// that carry an epoch get that far; a fence whose evaluation fails
-		// lets writes through (Raise checked it works).
-		WithSpec(admissionv1ac.ValidatingAdmissionPolicySpec().
-			WithFailurePolicy(admissionregistrationv1.Ignore).
-			WithParamKind(admissionv1ac.ParamKind().WithAPIVersion("v1").WithKind("ConfigMap")).
-			WithMatchConstraints(admissionv1ac.MatchResources().WithResourceRules(
-				admissionv1ac.NamedRuleWithOperations().
-					WithOperations(admissionregistrationv1.Create, admissionregistrationv1.Update, admissionregistrationv1.Delete).
-					WithAPIGroups("*").WithAPIVersions("*").WithResources("*/*"))).
-			// Guarded with has(): a user without extras (the API server's own
-			// controllers) must match nothing, and an error here would fail
-			// their requests too.
-			WithMatchConditions(admissionv1ac.MatchCondition().
-				WithName("carries-an-epoch").
-				WithExpression("has(request.userInfo.extra) && '"+ExtraKey+"' in request.userInfo.extra && '"+ClusterKey+"' in request.userInfo.extra")).
-			WithVariables(
-				admissionv1ac.Variable().WithName("cluster").WithExpression("request.userInfo.extra['"+ClusterKey+"'][0]"),
-				admissionv1ac.Variable().WithName("epoch").WithExpression("request.userInfo.extra['"+ExtraKey+"'][0]"),
-				admissionv1ac.Variable().WithName("current").WithExpression("has(params.data) && variables.cluster in params.data ? params.data[variables.cluster] : '0'"),
-			).
-			WithValidations(admissionv1ac.Validation().
-				WithExpression("int(variables.epoch) >= int(variables.current)").
-				WithMessageExpression("'fenced: this write carries ownership epoch ' + variables.epoch + ' of cluster ' + variables.cluster + ', which has moved on to epoch ' + variables.current").
-				WithReason(metav1.StatusReasonForbidden)))
-}
-
-// binding binds the policy to the epoch ConfigMap. A missing ConfigMap
-// turns the fence off rather than on: the API server resolves the parameter
-// before it evaluates the match conditions, so Deny would refuse every write
-// in the cluster, whoever makes it.
-func binding() *admissionv1ac.ValidatingAdmissionPolicyBindingApplyConfiguration {
-	return admissionv1ac.ValidatingAdmissionPolicyBinding(Policy).
-		WithLabels(labels()).
-		WithSpec(admissionv1ac.ValidatingAdmissionPolicyBindingSpec().
-			WithPolicyName(Policy).
-			WithValidationActions(admissionregistrationv1.Deny).
-			WithParamRef(admissionv1ac.ParamRef().
-				WithName(ConfigMapName).WithNamespace(Namespace).
-				WithParameterNotFoundAction(admissionregistrationv1.AllowAction)))
-}

@@ -1,0 +1,108 @@
+package replicate
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/clustershard/clustershard/api/v1alpha1"
+	"github.com/clustershard/clustershard/internal/metrics"
+	"github.com/clustershard/clustershard/internal/remotecopy"
+)
+
+// unowned handles a source whose cluster this replica does not own: the
+// owner handles it; only the ring's choice reports an unknown cluster.
+func (r *Reconciler) unowned(ctx context.Context, src *unstructured.Unstructured, cluster string) (ctrl.Result, error) {
+	if !r.Ownership.Assigned(cluster) {
+		return ctrl.Result{}, nil
+	}
+	var rc v1alpha1.RemoteCluster
+	err := r.Client.Get(ctx, client.ObjectKey{Name: cluster}, &rc)
+	if err == nil {
+		return r.nobodyRuns(ctx, src, cluster) // it exists: its owner syncs once it holds it
+	}
+	if !apierrors.IsNotFound(err) {
+		return ctrl.Result{}, err
+	}
+	if !src.GetDeletionTimestamp().IsZero() && controllerutil.ContainsFinalizer(src, remotecopy.Finalizer) &&
+		src.GetAnnotations()[remotecopy.ReleaseAnnotation] == "true" {
+		return ctrl.Result{}, r.dropFinalizer(ctx, src)
+	}
+	if now := r.Kind.Cluster(src); src.GetDeletionTimestamp().IsZero() && src.GetAnnotations()[remotecopy.ReplicatedToAnnotation] == cluster && now != cluster {
+		// Moved away from a cluster that is no longer managed: its copy
+		// cannot be removed, so the source is let go to its new cluster
+		// (or made local), saying what was left behind.
+		msg := fmt.Sprintf("RemoteCluster %q no longer exists: a copy left in it cannot be removed", cluster)
+		r.event(src, corev1.EventTypeWarning, ReasonCopyLeftBehind, msg)
+		log.FromContext(ctx).Info("Source moved away from a cluster that no longer exists", "previous", cluster, "now", now)
+		if now == "" {
+			return ctrl.Result{}, r.dropFinalizer(ctx, src)
+		}
+		before := src.DeepCopy()
+		ann := src.GetAnnotations()
+		delete(ann, remotecopy.ReplicatedToAnnotation)
+		src.SetAnnotations(ann)
+		return ctrl.Result{}, client.IgnoreNotFound(r.Client.Patch(ctx, src, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})))
+	}
+	r.failed(src, metrics.StateClusterNotFound, ReasonClusterNotFound)
+	msg := fmt.Sprintf("RemoteCluster %q does not exist; create it, fix spec, or set annotation %s=true to release a deleted source", cluster, remotecopy.ReleaseAnnotation)
+	if _, err := remotecopy.SetRemoteSynced(ctx, r.Client, r.Kind, src, false, ReasonClusterNotFound, msg); err != nil {
+		return ctrl.Result{}, err
+	}
+	r.event(src, corev1.EventTypeWarning, ReasonClusterNotFound, msg)
+	return ctrl.Result{RequeueAfter: 30 * time.Second}, nil
+}
+
+// nobodyRuns reports, from the one reporting replica, a source whose
+// existing cluster no replica has run for longer than UnownedGrace, and
+// looks again until one does (then its owner's sync replaces the outcome).
+func (r *Reconciler) nobodyRuns(ctx context.Context, src *unstructured.Unstructured, cluster string) (ctrl.Result, error) {
+	grace := r.UnownedGrace
+	if grace <= 0 {
+		grace = time.Minute
+	}
+	since, why, unowned := r.Ownership.UnownedCluster(cluster)
+	if !unowned || !r.Ownership.Reporter() {
+		return ctrl.Result{}, nil
+	}
+	if wait := grace - time.Since(since); wait > 0 {
+		return ctrl.Result{RequeueAfter: wait}, nil
+	}
+	r.failed(src, metrics.StateClusterNotReady, ReasonClusterNotReady)
+	msg := fmt.Sprintf("no replica runs RemoteCluster %q: %s; see clustershard status", cluster, why)
+	changed, err := remotecopy.SetRemoteSynced(ctx, r.Client, r.Kind, src, false, ReasonClusterUnowned, msg)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if changed {
+		r.event(src, corev1.EventTypeWarning, ReasonClusterUnowned, msg)
+		log.FromContext(ctx).Info("Source's cluster has no running owner", "cluster", cluster, "since", since, "why", why)
+	}
+	return ctrl.Result{RequeueAfter: 10 * time.Second}, nil
+}
+
+// ensureTracked puts the finalizer and the replicated-to annotation on the source.
+func (r *Reconciler) ensureTracked(ctx context.Context, src *unstructured.Unstructured, cluster string) error {
+	if controllerutil.ContainsFinalizer(src, remotecopy.Finalizer) && src.GetAnnotations()[remotecopy.ReplicatedToAnnotation] == cluster {
+		return nil
+	}
+	before := src.DeepCopy()
+	controllerutil.AddFinalizer(src, remotecopy.Finalizer)
+	ann := src.GetAnnotations()
+	if ann == nil {
+		ann = map[string]string{}
+	}
+	ann[remotecopy.ReplicatedToAnnotation] = cluster
+	src.SetAnnotations(ann)
+	return r.Ownership.WithOwnership(cluster, func() error {
+		return r.Client.Patch(ctx, src, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
+	})
+}
