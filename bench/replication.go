@@ -13,14 +13,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	examplev1alpha1 "github.com/clustershard/clustershard/api/example/v1alpha1"
-	"github.com/clustershard/clustershard/internal/remotecopy"
+	"github.com/clustershard/clustershard/api/v1alpha1"
 	"github.com/clustershard/clustershard/internal/tools/drill"
 	"github.com/clustershard/clustershard/internal/tools/fleet"
 )
 
 // synced reports whether a source's copy is in sync with its generation.
 func synced(o *examplev1alpha1.ExampleChaos) bool {
-	c := meta.FindStatusCondition(o.Status.Conditions, remotecopy.ConditionRemoteSynced)
+	c := meta.FindStatusCondition(o.Status.Conditions, v1alpha1.ConditionRemoteSynced)
 	return c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == o.Generation
 }
 

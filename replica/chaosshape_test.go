@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	examplev1alpha1 "github.com/clustershard/clustershard/api/example/v1alpha1"
-	"github.com/clustershard/clustershard/controllers/replicate"
+	"github.com/clustershard/clustershard/api/v1alpha1"
 	"github.com/clustershard/clustershard/internal/remotecopy"
 	"github.com/clustershard/clustershard/replica"
 )
@@ -75,7 +75,7 @@ func strictOutcome(t *testing.T, ns, name string) (*examplev1alpha1.StrictChaos,
 	}
 	o, _ := remotecopy.ReadOutcome(&s)
 	for i := range s.Status.Conditions {
-		if s.Status.Conditions[i].Type == remotecopy.ConditionRemoteSynced {
+		if s.Status.Conditions[i].Type == v1alpha1.ConditionRemoteSynced {
 			return &s, o, &s.Status.Conditions[i]
 		}
 	}
@@ -123,11 +123,11 @@ func TestChaosMeshShapedKind(t *testing.T) {
 			return false
 		}
 		_, o, c := strictOutcome(t, ns, src.Name)
-		return o.Status == "True" && o.Reason == replicate.ReasonSynced && o.SpecHash == hash &&
-			c != nil && c.Status == "True" && c.Reason == replicate.ReasonSynced
+		return o.Status == "True" && o.Reason == v1alpha1.ReasonSynced && o.SpecHash == hash &&
+			c != nil && c.Status == "True" && c.Reason == v1alpha1.ReasonSynced
 	})
 	s, o, _ := strictOutcome(t, ns, src.Name)
-	t.Logf("created and copied: annotation %s=%s; conditions %+v", remotecopy.OutcomeAnnotation, s.Annotations[remotecopy.OutcomeAnnotation], s.Status.Conditions)
+	t.Logf("created and copied: annotation %s=%s; conditions %+v", v1alpha1.OutcomeAnnotation, s.Annotations[v1alpha1.OutcomeAnnotation], s.Status.Conditions)
 	if !strings.Contains(o.Message, cluster) {
 		t.Fatalf("outcome message %q does not name the cluster", o.Message)
 	}
@@ -186,7 +186,7 @@ func TestChaosMeshShapedKind(t *testing.T) {
 		return o.Status == "True" && o.SpecHash == newHash
 	})
 	s, _, _ = strictOutcome(t, ns, src.Name)
-	t.Logf("spec changed: annotation %s; status %+v", s.Annotations[remotecopy.OutcomeAnnotation], s.Status)
+	t.Logf("spec changed: annotation %s; status %+v", s.Annotations[v1alpha1.OutcomeAnnotation], s.Status)
 
 	// A typo in spec.remoteCluster.
 	typo := &examplev1alpha1.StrictChaos{
@@ -198,11 +198,11 @@ func TestChaosMeshShapedKind(t *testing.T) {
 	}
 	eventually(t, 30*time.Second, "ClusterNotFound on the source naming an unknown cluster", func() bool {
 		_, o, c := strictOutcome(t, ns, typo.Name)
-		return o.Reason == replicate.ReasonClusterNotFound && strings.Contains(o.Message, "strict-eats") &&
-			c != nil && c.Status == "False" && c.Reason == replicate.ReasonClusterNotFound
+		return o.Reason == v1alpha1.ReasonClusterNotFound && strings.Contains(o.Message, "strict-eats") &&
+			c != nil && c.Status == "False" && c.Reason == v1alpha1.ReasonClusterNotFound
 	})
 	s, _, _ = strictOutcome(t, ns, typo.Name)
-	t.Logf("unknown cluster: annotation %s; conditions %+v", s.Annotations[remotecopy.OutcomeAnnotation], s.Status.Conditions)
+	t.Logf("unknown cluster: annotation %s; conditions %+v", s.Annotations[v1alpha1.OutcomeAnnotation], s.Status.Conditions)
 
 	// Deleted while the remote still recovers the experiment (Chaos Mesh's
 	// finalizer on the copy): the source shows it, and goes once the copy is
@@ -221,8 +221,8 @@ func TestChaosMeshShapedKind(t *testing.T) {
 	}
 	eventually(t, 30*time.Second, "the remote finalizer and Deleting on the source", func() bool {
 		s, o, c := strictOutcome(t, ns, src.Name)
-		return s != nil && s.Annotations[remotecopy.RemoteFinalizersAnnotation] == "chaos-mesh/records" &&
-			o.Reason == replicate.ReasonDeleting && strings.Contains(o.Message, "chaos-mesh/records") && c != nil && c.Reason == replicate.ReasonDeleting
+		return s != nil && s.Annotations[v1alpha1.RemoteFinalizersAnnotation] == "chaos-mesh/records" &&
+			o.Reason == v1alpha1.ReasonDeleting && strings.Contains(o.Message, "chaos-mesh/records") && c != nil && c.Reason == v1alpha1.ReasonDeleting
 	})
 	s, _, _ = strictOutcome(t, ns, src.Name)
 	t.Logf("deleted, remote recovering: annotations %v; conditions %+v", s.Annotations, s.Status.Conditions)

@@ -16,9 +16,6 @@ import (
 
 	examplev1alpha1 "github.com/clustershard/clustershard/api/example/v1alpha1"
 	"github.com/clustershard/clustershard/api/v1alpha1"
-	"github.com/clustershard/clustershard/controllers/remotecluster"
-	"github.com/clustershard/clustershard/controllers/replicate"
-	"github.com/clustershard/clustershard/internal/remotecopy"
 	"github.com/clustershard/clustershard/internal/test/testenv"
 	"github.com/clustershard/clustershard/replica"
 )
@@ -46,7 +43,7 @@ func TestRemoteClusterDeletionCleansUp(t *testing.T) {
 		if err := env.Client.Get(ctx, client.ObjectKey{Name: "doomed"}, &got); err != nil {
 			return false
 		}
-		return !controllerutil.ContainsFinalizer(&got, remotecluster.Finalizer) && controllerutil.ContainsFinalizer(&got, "example.com/keep-me")
+		return !controllerutil.ContainsFinalizer(&got, v1alpha1.RemoteClusterFinalizer) && controllerutil.ContainsFinalizer(&got, "example.com/keep-me")
 	})
 	if _, ok := r.Registry.Get("doomed"); ok {
 		t.Fatal("the deleted cluster's manager still runs")
@@ -84,14 +81,14 @@ func TestUnknownClusterAndOrphans(t *testing.T) {
 		if env.Client.Get(ctx, client.ObjectKey{Namespace: "unknown", Name: "lost"}, &s) != nil {
 			return false
 		}
-		c := meta.FindStatusCondition(s.Status.Conditions, remotecopy.ConditionRemoteSynced)
-		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == replicate.ReasonClusterNotFound
+		c := meta.FindStatusCondition(s.Status.Conditions, v1alpha1.ConditionRemoteSynced)
+		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == v1alpha1.ReasonClusterNotFound
 	})
 
 	// An orphan: a labelled copy in the remote with no source.
 	ensureNamespace(t, env.RemoteClients[0], "unknown")
 	orphan := source("unknown", "orphan", "")
-	orphan.Labels = map[string]string{remotecopy.ControlledByLabel: remotecopy.ControlledByValue, remotecopy.ClusterLabel: "known"}
+	orphan.Labels = map[string]string{v1alpha1.ControlledByLabel: v1alpha1.ControlledByValue, v1alpha1.CopyClusterLabel: "known"}
 	if err := env.RemoteClients[0].Create(ctx, orphan); err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +126,7 @@ func TestReleaseAnnotation(t *testing.T) {
 		t.Fatalf("the source was released without the annotation (err=%v)", err)
 	}
 	before := s.DeepCopy()
-	s.Annotations[remotecopy.ReleaseAnnotation] = "true"
+	s.Annotations[v1alpha1.ReleaseAnnotation] = "true"
 	if err := env.Client.Patch(ctx, &s, client.MergeFrom(before)); err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +166,7 @@ func TestCleanupWithoutKubeconfigFinishes(t *testing.T) {
 			return false
 		}
 		for _, e := range list.Items {
-			if e.Regarding.Name == "secretless" && e.Reason == remotecluster.ReasonCleanupAbandoned && strings.Contains(e.Note, "installed-by-secretless") {
+			if e.Regarding.Name == "secretless" && e.Reason == v1alpha1.ReasonCleanupAbandoned && strings.Contains(e.Note, "installed-by-secretless") {
 				t.Logf("event: %s", e.Note)
 				return true
 			}

@@ -16,7 +16,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/clustershard/clustershard/api/v1alpha1"
-	"github.com/clustershard/clustershard/controllers/remotecluster"
 	"github.com/clustershard/clustershard/internal/remotecopy"
 	"github.com/clustershard/clustershard/internal/test/localcluster"
 	"github.com/clustershard/clustershard/internal/test/testenv"
@@ -119,11 +118,11 @@ func TestCRDsHaveOneOwner(t *testing.T) {
 	if crd == nil {
 		t.Fatal("the chart's CRD is not in the remote cluster")
 	}
-	if _, ok := crd.Labels[remotecluster.InstalledLabel]; ok {
+	if _, ok := crd.Labels[v1alpha1.InstalledByLabel]; ok {
 		t.Fatalf("clustershard labelled the release's CRD: %v", crd.Labels)
 	}
 	for _, m := range crd.ManagedFields {
-		if m.Manager == remotecluster.FieldManager {
+		if m.Manager == v1alpha1.FieldManager {
 			t.Fatalf("clustershard wrote the release's CRD: managed fields %+v", crd.ManagedFields)
 		}
 	}
@@ -156,7 +155,7 @@ func TestCRDsHaveOneOwner(t *testing.T) {
 	// clustershard applies the CRD; an object it did not create keeps it.
 	installCluster(t, "crd-ours", 0, nil)
 	waitReady(t, "crd-ours", 90*time.Second)
-	if crd := remoteCRD(t, 0); crd == nil || crd.Labels[remotecluster.InstalledLabel] != "clustershard" {
+	if crd := remoteCRD(t, 0); crd == nil || crd.Labels[v1alpha1.InstalledByLabel] != "clustershard" {
 		t.Fatalf("clustershard did not apply the CRD: %+v", crd)
 	}
 	ensureNamespace(t, env.RemoteClients[0], "foreign-ns")
@@ -176,7 +175,7 @@ func TestCRDsHaveOneOwner(t *testing.T) {
 			return false
 		}
 		for _, e := range list.Items {
-			if e.Regarding.Name == "crd-ours" && e.Reason == remotecluster.ReasonCRDKept && strings.Contains(e.Note, "foreign-ns/made-by-hand") {
+			if e.Regarding.Name == "crd-ours" && e.Reason == v1alpha1.ReasonCRDKept && strings.Contains(e.Note, "foreign-ns/made-by-hand") {
 				t.Logf("event: %s", e.Note)
 				return true
 			}

@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/clustershard/clustershard/controllers/replicate"
+	"github.com/clustershard/clustershard/api/v1alpha1"
 	"github.com/clustershard/clustershard/internal/remotecopy"
 	"github.com/clustershard/clustershard/replica"
 )
@@ -128,7 +128,7 @@ func TestShapeFollowsCRD(t *testing.T) {
 	key := client.ObjectKeyFromObject(src)
 	eventually(t, 30*time.Second, "Synced, saying the status is not mirrored", func() bool {
 		_, o := sourcePhase(t, key)
-		return o.Reason == replicate.ReasonSynced && strings.Contains(o.Message, "remote status not mirrored")
+		return o.Reason == v1alpha1.ReasonSynced && strings.Contains(o.Message, "remote status not mirrored")
 	})
 	_, o := sourcePhase(t, key)
 	t.Logf("no status in the schema: %+v", o)
@@ -140,7 +140,7 @@ func TestShapeFollowsCRD(t *testing.T) {
 	writeRemoteStatus(t, key, false, "Injected")
 	eventually(t, 30*time.Second, "the remote status mirrored with the object, and the outcome without the caveat", func() bool {
 		phase, o := sourcePhase(t, key)
-		return phase == "Injected" && o.Reason == replicate.ReasonSynced && !strings.Contains(o.Message, "not mirrored")
+		return phase == "Injected" && o.Reason == v1alpha1.ReasonSynced && !strings.Contains(o.Message, "not mirrored")
 	})
 
 	// A status subresource added: mirrored through /status.

@@ -13,7 +13,6 @@ import (
 	examplev1alpha1 "github.com/clustershard/clustershard/api/example/v1alpha1"
 	"github.com/clustershard/clustershard/api/v1alpha1"
 	"github.com/clustershard/clustershard/internal/remote"
-	"github.com/clustershard/clustershard/internal/remotecopy"
 	"github.com/clustershard/clustershard/internal/test/localcluster"
 	"github.com/clustershard/clustershard/internal/test/testenv"
 	"github.com/clustershard/clustershard/registry"
@@ -70,7 +69,7 @@ func TestKubeconfigRotationCorruptionAndExec(t *testing.T) {
 	// Corrupt.
 	setSecret(t, "rot", []byte("apiVersion: v1\nkind: Config\nclusters: [ {{{ not yaml"))
 	eventually(t, 30*time.Second, "Ready=False for a corrupt kubeconfig", func() bool {
-		return readyReason(t, "rot") == "False/"+remote.ReasonMalformed
+		return readyReason(t, "rot") == "False/"+v1alpha1.ReasonKubeConfigMalformed
 	})
 	if _, ok := r.Registry.Get("rot"); ok {
 		t.Fatal("the manager of a cluster with a corrupt kubeconfig still runs")
@@ -98,7 +97,7 @@ func TestKubeconfigRotationCorruptionAndExec(t *testing.T) {
 	}
 	setSecret(t, "rot", []byte(exec))
 	eventually(t, 30*time.Second, "exec kubeconfig refused", func() bool {
-		return readyReason(t, "rot") == "False/"+remote.ReasonExecNotAllowed
+		return readyReason(t, "rot") == "False/"+v1alpha1.ReasonKubeConfigExecNotAllowed
 	})
 }
 
@@ -141,7 +140,7 @@ func TestRemoteDownAndBack(t *testing.T) {
 		if env.Client.Get(ctx, client.ObjectKey{Namespace: "health", Name: "to-fragile"}, &s) != nil {
 			return false
 		}
-		c := meta.FindStatusCondition(s.Status.Conditions, remotecopy.ConditionRemoteSynced)
+		c := meta.FindStatusCondition(s.Status.Conditions, v1alpha1.ConditionRemoteSynced)
 		return c != nil && c.Status == metav1.ConditionFalse
 	})
 	eventually(t, 30*time.Second, "the healthy cluster keeps syncing", func() bool {
@@ -241,7 +240,7 @@ func TestTwoReplicasWriteOnlyWhatTheyOwn(t *testing.T) {
 		eventually(t, 60*time.Second, "copies of "+n, func() bool {
 			for j := range 5 {
 				c, err := copyOf(t, i%2, "two-"+n, objName("o", j))
-				if err != nil || c.Annotations[remotecopy.WrittenByAnnotation] != owners[n] {
+				if err != nil || c.Annotations[v1alpha1.WrittenByAnnotation] != owners[n] {
 					return false
 				}
 			}
@@ -266,7 +265,7 @@ func TestTwoReplicasWriteOnlyWhatTheyOwn(t *testing.T) {
 		}
 		eventually(t, 30*time.Second, "sync after hand-over for "+n, func() bool {
 			c, err := copyOf(t, i%2, "two-"+n, "after-handover")
-			return err == nil && c.Annotations[remotecopy.WrittenByAnnotation] == "right"
+			return err == nil && c.Annotations[v1alpha1.WrittenByAnnotation] == "right"
 		})
 	}
 }

@@ -21,7 +21,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/clustershard/clustershard/api/v1alpha1"
-	"github.com/clustershard/clustershard/controllers/remotecluster"
 	"github.com/clustershard/clustershard/internal/helmrelease"
 	"github.com/clustershard/clustershard/internal/metrics"
 	"github.com/clustershard/clustershard/internal/test/localcluster"
@@ -165,7 +164,7 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 		t.Fatalf("Service of the release: %v", err)
 	}
 	var n corev1.Namespace
-	if err := env.RemoteClients[0].Get(ctx, client.ObjectKey{Name: ns}, &n); err != nil || n.Labels[remotecluster.InstalledLabel] == "" {
+	if err := env.RemoteClients[0].Get(ctx, client.ObjectKey{Name: ns}, &n); err != nil || n.Labels[v1alpha1.InstalledByLabel] == "" {
 		t.Fatalf("release namespace not created with the installed label: %v %v", n.Labels, err)
 	}
 
@@ -235,7 +234,7 @@ func TestHelmBrokenChart(t *testing.T) {
 	})
 	eventually(t, 60*time.Second, "Installed=False with the template error", func() bool {
 		c := condition(t, "helm-broken", v1alpha1.ConditionInstalled)
-		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == remotecluster.ReasonInstallFailed &&
+		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == v1alpha1.ReasonInstallFailed &&
 			strings.Contains(c.Message, "values.mustBeSet is required by the broken test chart")
 	})
 	if c := condition(t, "helm-broken", v1alpha1.ConditionReady); c == nil || c.Status != metav1.ConditionFalse {

@@ -16,7 +16,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/clustershard/clustershard/api/v1alpha1"
-	"github.com/clustershard/clustershard/controllers/remotecluster"
 )
 
 // chartRepo is a Helm repository on loopback serving the tiny chart at
@@ -95,7 +94,7 @@ func TestHelmChartFromRepository(t *testing.T) {
 	helmCluster(t, "helm-slow", 1, &v1alpha1.HelmInstall{Chart: srv.URL + "/slow/tiny", Version: "0.1.0", ReleaseName: "slow", Namespace: "slow-system"})
 	eventually(t, 30*time.Second, "helm-slow ChartPending", func() bool {
 		c := condition(t, "helm-slow", v1alpha1.ConditionInstalled)
-		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == remotecluster.ReasonChartPending
+		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == v1alpha1.ReasonChartPending
 	})
 
 	helmCluster(t, "helm-repo", 0, &v1alpha1.HelmInstall{Chart: srv.URL + "/charts/tiny", Version: "0.1.0", ReleaseName: "fetched", Namespace: "fetched-system"})
@@ -106,7 +105,7 @@ func TestHelmChartFromRepository(t *testing.T) {
 		c := condition(t, "helm-unreachable", v1alpha1.ConditionInstalled)
 		return c != nil && c.Status == metav1.ConditionFalse && strings.Contains(c.Message, "not a reachable chart repository")
 	})
-	if c := condition(t, "helm-slow", v1alpha1.ConditionInstalled); c == nil || c.Reason != remotecluster.ReasonChartPending {
+	if c := condition(t, "helm-slow", v1alpha1.ConditionInstalled); c == nil || c.Reason != v1alpha1.ReasonChartPending {
 		t.Fatalf("helm-slow: %+v", c)
 	}
 

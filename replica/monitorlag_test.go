@@ -14,8 +14,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	examplev1alpha1 "github.com/clustershard/clustershard/api/example/v1alpha1"
+	"github.com/clustershard/clustershard/api/v1alpha1"
 	"github.com/clustershard/clustershard/controllers/monitor"
-	"github.com/clustershard/clustershard/internal/remotecopy"
 )
 
 // laggingClient is a management client whose cache never sees the sources:
@@ -55,7 +55,7 @@ func TestMonitorKeepsCopyWhenCacheLags(t *testing.T) {
 	}
 	cp := &examplev1alpha1.ExampleChaos{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "alive", Labels: map[string]string{
-			remotecopy.ControlledByLabel: remotecopy.ControlledByValue, remotecopy.ClusterLabel: cluster,
+			v1alpha1.ControlledByLabel: v1alpha1.ControlledByValue, v1alpha1.CopyClusterLabel: cluster,
 		}},
 		Spec: examplev1alpha1.ExampleChaosSpec{Action: "pod-kill"},
 	}

@@ -9,7 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	examplev1alpha1 "github.com/clustershard/clustershard/api/example/v1alpha1"
-	"github.com/clustershard/clustershard/internal/remotecopy"
+	"github.com/clustershard/clustershard/api/v1alpha1"
 )
 
 // Sources that exist before any replica owns their cluster, and see no
@@ -51,7 +51,7 @@ func TestSourcesExistingBeforeOwnershipAreReplicated(t *testing.T) {
 		if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(&src), &now); err != nil {
 			return false
 		}
-		c := meta.FindStatusCondition(now.Status.Conditions, remotecopy.ConditionRemoteSynced)
+		c := meta.FindStatusCondition(now.Status.Conditions, v1alpha1.ConditionRemoteSynced)
 		return c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == now.Generation && now.Generation > before.Generation
 	})
 }

@@ -288,7 +288,7 @@ func learnShapes(ctx context.Context, c client.Reader, kinds []remotecopy.Kind, 
 		case err != nil:
 			log.Error(err, "Cannot learn the status shape of a replicated kind; assuming a status subresource", "kind", k.GVK.String())
 		case !shape.Status:
-			log.Error(nil, "Replicated kind: its remote status cannot be mirrored; sources show the outcome in annotation "+remotecopy.OutcomeAnnotation+" only", "kind", k.GVK.String(), "status", shape.String())
+			log.Error(nil, "Replicated kind: its remote status cannot be mirrored; sources show the outcome in annotation "+v1alpha1.OutcomeAnnotation+" only", "kind", k.GVK.String(), "status", shape.String())
 		default:
 			log.Info("Replicated kind", "kind", k.GVK.String(), "status", shape.String(), "conditionFields", shape.ConditionFields)
 		}

@@ -12,7 +12,6 @@ import (
 
 	examplev1alpha1 "github.com/clustershard/clustershard/api/example/v1alpha1"
 	"github.com/clustershard/clustershard/api/v1alpha1"
-	"github.com/clustershard/clustershard/internal/remotecopy"
 )
 
 // One replica, two remote clusters: the RemoteClusters become Ready with the
@@ -60,8 +59,8 @@ func TestEndToEnd(t *testing.T) {
 	eventually(t, 90*time.Second, "100 copies", func() bool {
 		for i := range 100 {
 			c, err := copyOf(t, i%2, ns, objName("obj", i))
-			if err != nil || c.Spec.RemoteCluster != "" || c.Labels[remotecopy.ClusterLabel] != clusters[i%2] ||
-				c.Labels["app"] != "demo" || c.Annotations[remotecopy.WrittenByAnnotation] != "solo" {
+			if err != nil || c.Spec.RemoteCluster != "" || c.Labels[v1alpha1.CopyClusterLabel] != clusters[i%2] ||
+				c.Labels["app"] != "demo" || c.Annotations[v1alpha1.WrittenByAnnotation] != "solo" {
 				return false
 			}
 		}
@@ -77,7 +76,7 @@ func TestEndToEnd(t *testing.T) {
 	eventually(t, 30*time.Second, "mirrored status", func() bool {
 		var s examplev1alpha1.ExampleChaos
 		return env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: objName("obj", 1)}, &s) == nil && s.Status.Phase == "Injected" &&
-			meta.IsStatusConditionTrue(s.Status.Conditions, remotecopy.ConditionRemoteSynced)
+			meta.IsStatusConditionTrue(s.Status.Conditions, v1alpha1.ConditionRemoteSynced)
 	})
 
 	// A spec change propagates.

@@ -12,7 +12,6 @@ import (
 
 	examplev1alpha1 "github.com/clustershard/clustershard/api/example/v1alpha1"
 	"github.com/clustershard/clustershard/api/v1alpha1"
-	"github.com/clustershard/clustershard/controllers/replicate"
 	"github.com/clustershard/clustershard/internal/remotecopy"
 	"github.com/clustershard/clustershard/replica"
 )
@@ -105,7 +104,7 @@ func TestRetargetFromADeletedCluster(t *testing.T) {
 	eventually(t, 30*time.Second, "the copy in gone-to and Synced", func() bool {
 		_, err := strictCopyIn(t, 1, "gone-ns", "stranded")
 		_, o, _ := strictOutcome(t, "gone-ns", "stranded")
-		return err == nil && o.Reason == replicate.ReasonSynced && strings.Contains(o.Message, "gone-to")
+		return err == nil && o.Reason == v1alpha1.ReasonSynced && strings.Contains(o.Message, "gone-to")
 	})
 	eventually(t, 10*time.Second, "a CopyLeftBehind event", func() bool {
 		var list eventsv1.EventList
@@ -113,7 +112,7 @@ func TestRetargetFromADeletedCluster(t *testing.T) {
 			return false
 		}
 		for _, e := range list.Items {
-			if e.Regarding.Name == "stranded" && e.Reason == replicate.ReasonCopyLeftBehind && strings.Contains(e.Note, "gone-from") {
+			if e.Regarding.Name == "stranded" && e.Reason == v1alpha1.ReasonCopyLeftBehind && strings.Contains(e.Note, "gone-from") {
 				return true
 			}
 		}

@@ -12,10 +12,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	examplev1alpha1 "github.com/clustershard/clustershard/api/example/v1alpha1"
-	"github.com/clustershard/clustershard/controllers/replicate"
-	"github.com/clustershard/clustershard/internal/remotecopy"
+	"github.com/clustershard/clustershard/api/v1alpha1"
 	"github.com/clustershard/clustershard/internal/test/testenv"
-	"github.com/clustershard/clustershard/shard"
 )
 
 // A source whose RemoteCluster exists but that no replica can run (its
@@ -57,7 +55,7 @@ func TestSourceOfAnUnownedClusterSaysSo(t *testing.T) {
 	// The policy takes effect within a few seconds: wait until it refuses.
 	probe := func() error {
 		l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: testenv.ControllerNamespace, GenerateName: "probe-",
-			Annotations: map[string]string{shard.ClusterAnnotation: "nobody-east"}}}
+			Annotations: map[string]string{v1alpha1.ClusterAnnotation: "nobody-east"}}}
 		err := env.Client.Create(ctx, l, client.DryRunAll)
 		return err
 	}
@@ -84,7 +82,7 @@ func TestSourceOfAnUnownedClusterSaysSo(t *testing.T) {
 		if env.Client.Get(ctx, client.ObjectKey{Namespace: "nobody-ns", Name: "waiting"}, &s) != nil {
 			return "", ""
 		}
-		c := meta.FindStatusCondition(s.Status.Conditions, remotecopy.ConditionRemoteSynced)
+		c := meta.FindStatusCondition(s.Status.Conditions, v1alpha1.ConditionRemoteSynced)
 		if c == nil {
 			return "", ""
 		}
@@ -92,13 +90,13 @@ func TestSourceOfAnUnownedClusterSaysSo(t *testing.T) {
 	}
 	eventually(t, 40*time.Second, "ClusterUnowned on the source", func() bool {
 		why, msg := reason()
-		return why == replicate.ReasonClusterUnowned && strings.Contains(msg, "nobody-east")
+		return why == v1alpha1.ReasonClusterUnowned && strings.Contains(msg, "nobody-east")
 	})
 	_, msg := reason()
 	t.Logf("source says: %s", msg)
 	lift()
 	eventually(t, 60*time.Second, "Synced once the Lease can be created", func() bool {
 		why, _ := reason()
-		return why == replicate.ReasonSynced
+		return why == v1alpha1.ReasonSynced
 	})
 }

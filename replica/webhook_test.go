@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	examplev1alpha1 "github.com/clustershard/clustershard/api/example/v1alpha1"
+	"github.com/clustershard/clustershard/api/v1alpha1"
 	"github.com/clustershard/clustershard/controllers/replicate"
 	"github.com/clustershard/clustershard/internal/remotecopy"
 	"github.com/clustershard/clustershard/internal/test/admissionhook"
@@ -143,7 +144,7 @@ func TestRemoteWebhookRefusesSpecChanges(t *testing.T) {
 	}
 	eventually(t, 30*time.Second, "the copy, and Synced on the source", func() bool {
 		_, o, _ := strictOutcome(t, ns, src.Name)
-		return strictCopy(t, ns, src.Name) != nil && o.Reason == replicate.ReasonSynced
+		return strictCopy(t, ns, src.Name) != nil && o.Reason == v1alpha1.ReasonSynced
 	})
 	old := strictCopy(t, ns, src.Name)
 	// Chaos Mesh's controller holds its finalizer on the copy until it has
@@ -157,8 +158,8 @@ func TestRemoteWebhookRefusesSpecChanges(t *testing.T) {
 	hash := editStrict(t, ns, src.Name, func(s *examplev1alpha1.StrictChaosSpec) { s.Duration = "60s" })
 	eventually(t, 30*time.Second, "RecreatingCopy with the remote's refusal and its finalizer on the source", func() bool {
 		s, o, c := strictOutcome(t, ns, src.Name)
-		return o.Reason == replicate.ReasonRecreating && strings.Contains(o.Message, "Cannot update chaos spec") &&
-			s.Annotations[remotecopy.RemoteFinalizersAnnotation] == "chaos-mesh/records" && c != nil && c.Reason == replicate.ReasonRecreating
+		return o.Reason == v1alpha1.ReasonRecreating && strings.Contains(o.Message, "Cannot update chaos spec") &&
+			s.Annotations[v1alpha1.RemoteFinalizersAnnotation] == "chaos-mesh/records" && c != nil && c.Reason == v1alpha1.ReasonRecreating
 	})
 	s, _, _ := strictOutcome(t, ns, src.Name)
 	t.Logf("spec changed, refused by the remote: annotations %v", s.Annotations)
@@ -174,8 +175,8 @@ func TestRemoteWebhookRefusesSpecChanges(t *testing.T) {
 		cp := strictCopy(t, ns, src.Name)
 		s, o, _ := strictOutcome(t, ns, src.Name)
 		return cp != nil && cp.UID != old.UID && cp.Spec.Duration == "60s" && cp.DeletionTimestamp == nil &&
-			o.Reason == replicate.ReasonSynced && o.SpecHash == hash && strings.Contains(o.Message, "re-created") &&
-			strings.Contains(o.Message, "Cannot update chaos spec") && s.Annotations[remotecopy.RemoteFinalizersAnnotation] == ""
+			o.Reason == v1alpha1.ReasonSynced && o.SpecHash == hash && strings.Contains(o.Message, "re-created") &&
+			strings.Contains(o.Message, "Cannot update chaos spec") && s.Annotations[v1alpha1.RemoteFinalizersAnnotation] == ""
 	})
 	_, o, _ := strictOutcome(t, ns, src.Name)
 	t.Logf("re-created: %+v", o)
@@ -188,8 +189,8 @@ func TestRemoteWebhookRefusesSpecChanges(t *testing.T) {
 	hash = editStrict(t, ns, src.Name, func(s *examplev1alpha1.StrictChaosSpec) { s.Duration = "90s" })
 	eventually(t, 30*time.Second, "WebhookUnavailable on the source", func() bool {
 		_, o, c := strictOutcome(t, ns, src.Name)
-		return o.Status == "False" && o.Reason == replicate.ReasonWebhookUnavailable && strings.Contains(o.Message, "failed calling webhook") &&
-			c != nil && c.Status == "False" && c.Reason == replicate.ReasonWebhookUnavailable
+		return o.Status == "False" && o.Reason == v1alpha1.ReasonWebhookUnavailable && strings.Contains(o.Message, "failed calling webhook") &&
+			c != nil && c.Status == "False" && c.Reason == v1alpha1.ReasonWebhookUnavailable
 	})
 	_, o, _ = strictOutcome(t, ns, src.Name)
 	t.Logf("webhook down: %+v", o)
@@ -204,7 +205,7 @@ func TestRemoteWebhookRefusesSpecChanges(t *testing.T) {
 	eventually(t, 2*replicate.MaxRetryDelay, "the change through once the webhook is back", func() bool {
 		cp := strictCopy(t, ns, src.Name)
 		_, o, _ := strictOutcome(t, ns, src.Name)
-		return cp != nil && cp.Spec.Duration == "90s" && o.Reason == replicate.ReasonSynced && o.SpecHash == hash
+		return cp != nil && cp.Spec.Duration == "90s" && o.Reason == v1alpha1.ReasonSynced && o.SpecHash == hash
 	})
 	t.Logf("webhook back: synced %v later", time.Since(back).Round(100*time.Millisecond))
 
@@ -218,7 +219,7 @@ func TestRemoteWebhookRefusesSpecChanges(t *testing.T) {
 	hash = editStrict(t, ns, src.Name, func(s *examplev1alpha1.StrictChaosSpec) { s.Duration = "120s" })
 	eventually(t, 60*time.Second, "WebhookRefused with the remote's message", func() bool {
 		_, o, _ := strictOutcome(t, ns, src.Name)
-		return o.Reason == replicate.ReasonWebhookRefused && strings.Contains(o.Message, "Cannot update chaos spec") && o.SpecHash == hash
+		return o.Reason == v1alpha1.ReasonWebhookRefused && strings.Contains(o.Message, "Cannot update chaos spec") && o.SpecHash == hash
 	})
 	if cp := strictCopy(t, ns, src.Name); cp == nil || cp.UID != before.UID || cp.Spec.Duration != "90s" || hook.denied.Load() == denied {
 		t.Fatalf("Apply must leave a refused copy as it is: %+v", cp)
@@ -240,7 +241,7 @@ func TestRemoteWebhookRefusesSpecChanges(t *testing.T) {
 		_, o, _ := strictOutcome(t, ns, src.Name)
 		last = fmt.Sprintf("outcome %+v; copy %+v", o, cp)
 		return cp != nil && cp.UID != before.UID && cp.Spec.Duration == "120s" &&
-			o.Reason == replicate.ReasonSynced && o.SpecHash == hash && strings.Contains(o.Message, "update strategy Recreate, the spec changed")
+			o.Reason == v1alpha1.ReasonSynced && o.SpecHash == hash && strings.Contains(o.Message, "update strategy Recreate, the spec changed")
 	})
 	_, o, _ = strictOutcome(t, ns, src.Name)
 	t.Logf("Recreate: %+v", o)

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
+	"github.com/clustershard/clustershard/api/v1alpha1"
 	"github.com/clustershard/clustershard/internal/metrics"
 )
 
@@ -65,14 +66,14 @@ func (c *Coordinator) cacheBehind(ctx context.Context, name string, cached *coor
 
 // holderOf is the holder identity of a Lease: a membership Lease's holder
 // as the elector wrote it, a cluster Lease's bare replica name joined with
-// its IncarnationAnnotation (the bare name alone for a Lease written by a
+// its v1alpha1.IncarnationAnnotation (the bare name alone for a Lease written by a
 // version without incarnations).
 func holderOf(l *coordinationv1.Lease) string {
 	if l == nil || l.Spec.HolderIdentity == nil {
 		return ""
 	}
 	h := *l.Spec.HolderIdentity
-	if inc := l.Annotations[IncarnationAnnotation]; h != "" && inc != "" && !strings.Contains(h, incarnationSeparator) {
+	if inc := l.Annotations[v1alpha1.IncarnationAnnotation]; h != "" && inc != "" && !strings.Contains(h, incarnationSeparator) {
 		return HolderIdentity(h, inc)
 	}
 	return h
@@ -89,7 +90,7 @@ func LeaseHolder(l *coordinationv1.Lease) string { return holderOf(l) }
 func (c *Coordinator) free(ctx context.Context, name string, l *coordinationv1.Lease, live map[string]bool, now time.Time) bool {
 	holder := holderOf(l)
 	if last := c.obs.lastHolder(name); last != "" && last != holder && last != c.o.self && live[last] &&
-		(l == nil || l.Annotations[ReleasedByAnnotation] != last) {
+		(l == nil || l.Annotations[v1alpha1.ReleasedByAnnotation] != last) {
 		// Deleted, cleared or overwritten by someone other than the live
 		// replica that held it: that replica may still run the cluster
 		// until it notices. Free only once unchanged for a lease duration.
@@ -103,7 +104,7 @@ func (c *Coordinator) free(ctx context.Context, name string, l *coordinationv1.L
 	switch {
 	case l == nil, holder == "", holder == c.o.self:
 		return true
-	case l.Annotations[AbandonedAnnotation] == "true":
+	case l.Annotations[v1alpha1.AbandonedAnnotation] == "true":
 		return c.obs.unchangedFor(l.Name, now)
 	case live[holder]:
 		return false
@@ -129,7 +130,7 @@ func (c *Coordinator) free(ctx context.Context, name string, l *coordinationv1.L
 		return false
 	}
 	// The fresh read is stamped when it returned (see step).
-	read := time.Now()
+	read := c.o.Clock.Now()
 	changed := c.obs.observe(&fresh, read)
 	if h := holderOf(&fresh); h != "" && h != holder {
 		// Another process of that replica holds its membership Lease (a
@@ -151,12 +152,12 @@ func (c *Coordinator) acquire(ctx context.Context, name string, l *coordinationv
 	if l != nil {
 		replaced = l.ResourceVersion
 	}
-	now := metav1.NewMicroTime(time.Now())
+	now := metav1.NewMicroTime(c.o.Clock.Now())
 	var err error
 	if l == nil {
 		l = &coordinationv1.Lease{ObjectMeta: leaseMeta(c.o.Namespace, ClusterLeaseName(name))}
-		l.Labels = map[string]string{RoleLabel: "cluster"}
-		l.Annotations = map[string]string{ClusterAnnotation: name, IncarnationAnnotation: c.o.Incarnation}
+		l.Labels = map[string]string{v1alpha1.LeaseRoleLabel: "cluster"}
+		l.Annotations = map[string]string{v1alpha1.ClusterAnnotation: name, v1alpha1.IncarnationAnnotation: c.o.Incarnation}
 		l.Spec = coordinationv1.LeaseSpec{
 			HolderIdentity: ptr.To(c.o.Identity), AcquireTime: &now, RenewTime: &now,
 			LeaseDurationSeconds: ptr.To(int32(c.o.LeaseDuration / time.Second)), LeaseTransitions: ptr.To(int32(0)),
@@ -170,18 +171,18 @@ func (c *Coordinator) acquire(ctx context.Context, name string, l *coordinationv
 		if holderOf(l) != c.o.self {
 			l.Spec.LeaseTransitions = ptr.To(ptr.Deref(l.Spec.LeaseTransitions, 0) + 1)
 		}
-		delete(l.Annotations, AbandonedAnnotation)
-		delete(l.Annotations, ReleasedByAnnotation)
+		delete(l.Annotations, v1alpha1.AbandonedAnnotation)
+		delete(l.Annotations, v1alpha1.ReleasedByAnnotation)
 		if l.Annotations == nil {
 			l.Annotations = map[string]string{}
 		}
-		l.Annotations[ClusterAnnotation] = name // a Lease edited by hand names its cluster again
+		l.Annotations[v1alpha1.ClusterAnnotation] = name // a Lease edited by hand names its cluster again
 		if l.Labels == nil {
 			l.Labels = map[string]string{}
 		}
-		l.Labels[RoleLabel] = "cluster"
-		l.Annotations[IncarnationAnnotation] = c.o.Incarnation
-		l.Spec.HolderIdentity = ptr.To(c.o.Identity) // bare: see IncarnationAnnotation
+		l.Labels[v1alpha1.LeaseRoleLabel] = "cluster"
+		l.Annotations[v1alpha1.IncarnationAnnotation] = c.o.Incarnation
+		l.Spec.HolderIdentity = ptr.To(c.o.Identity) // bare: see v1alpha1.IncarnationAnnotation
 		l.Spec.AcquireTime, l.Spec.RenewTime = &now, &now
 		l.Spec.LeaseDurationSeconds = ptr.To(int32(c.o.LeaseDuration / time.Second))
 		cctx, cancel := c.call(ctx)
@@ -197,13 +198,13 @@ func (c *Coordinator) acquire(ctx context.Context, name string, l *coordinationv
 	if _, e, ok := c.member.valid(); !ok || e != epoch {
 		return fmt.Errorf("membership lapsed while acquiring")
 	}
-	c.o.journal(time.Now(), JournalOwned, name) // before authority begins
-	st := &cluster{phase: phaseOwned, epoch: epoch, since: time.Now(), handler: newHandlerLock()}
+	c.o.journal(c.o.Clock.Now(), JournalOwned, name) // before authority begins
+	st := &cluster{phase: phaseOwned, epoch: epoch, since: c.o.Clock.Now(), handler: newHandlerLock()}
 	c.mu.Lock()
 	delete(c.notStopped, name) // the registry waits for a manager still stopping before it spawns
 	if old := c.clusters[name]; old != nil {
 		st = old
-		st.phase, st.epoch, st.since = phaseOwned, epoch, time.Now()
+		st.phase, st.epoch, st.since = phaseOwned, epoch, c.o.Clock.Now()
 	}
 	st.assigned, st.unmanagedSince, st.replaced = assigned, unmanagedSince, replaced
 	c.clusters[name] = st
@@ -233,15 +234,15 @@ func (c *Coordinator) unmanagedSince(l *coordinationv1.Lease, assigned time.Time
 	switch {
 	case l == nil:
 		if assigned.IsZero() {
-			return time.Now(), false
+			return c.o.Clock.Now(), false
 		}
 		return assigned, false
-	case holder == "" || holder == c.o.self || l.Annotations[AbandonedAnnotation] == "true":
+	case holder == "" || holder == c.o.self || l.Annotations[v1alpha1.AbandonedAnnotation] == "true":
 		return c.obs.changedAt(l.Name), false
 	case !live[holder]:
 		return c.obs.changedAt(MemberLeaseName(HolderName(holder))), true
 	}
-	return time.Now(), false
+	return c.o.Clock.Now(), false
 }
 
 func leaseMeta(namespace, name string) metav1.ObjectMeta {

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
+	"github.com/clustershard/clustershard/api/v1alpha1"
 	"github.com/clustershard/clustershard/shard"
 )
 
@@ -77,8 +78,8 @@ func TestLeaseNamingAnotherClusterIsNotAHolding(t *testing.T) {
 	stray := &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: ns, Name: shard.ClusterLeaseName(target),
-			Labels:      map[string]string{shard.RoleLabel: "cluster"},
-			Annotations: map[string]string{shard.ClusterAnnotation: "cluster-99"},
+			Labels:      map[string]string{v1alpha1.LeaseRoleLabel: "cluster"},
+			Annotations: map[string]string{v1alpha1.ClusterAnnotation: "cluster-99"},
 		},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("b"), LeaseDurationSeconds: ptr.To[int32](3)},
 	}

@@ -87,7 +87,7 @@ func New(o Options) (*Coordinator, error) {
 	c := &Coordinator{
 		o:        o,
 		log:      o.Logger,
-		obs:      newObserver(o.LeaseDuration, o.RenewDeadline),
+		obs:      newObserver(o.LeaseDuration, o.RenewDeadline, o.Clock.Now()),
 		limit:    rate.NewLimiter(rate.Limit(o.MovesPerSecond), max(1, int(o.MovesPerSecond))),
 		kick:     make(chan struct{}, 1),
 		clusters: map[string]*cluster{}, notStopped: map[string]bool{}, timings: map[string]string{}, acquireErr: map[string]error{},
@@ -147,8 +147,8 @@ func (c *Coordinator) catchUp(assign map[string]string) {
 	c.mu.Unlock()
 	switch {
 	case missing == 0:
-		c.log.Info("Caught up: every assigned cluster acquired", "after", time.Since(c.joined()).Round(time.Millisecond))
-	case time.Since(c.joined()) >= c.o.CatchUpTimeout:
+		c.log.Info("Caught up: every assigned cluster acquired", "after", c.o.Clock.Since(c.joined()).Round(time.Millisecond))
+	case c.o.Clock.Since(c.joined()) >= c.o.CatchUpTimeout:
 		c.log.Info("Not every assigned cluster acquired within the catch-up timeout; ready anyway", "missing", missing, "timeout", c.o.CatchUpTimeout)
 	default:
 		return

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/clustershard/clustershard/api/v1alpha1"
 	"github.com/clustershard/clustershard/internal/metrics"
 	"github.com/clustershard/clustershard/shard"
 )
@@ -130,13 +131,13 @@ func names(n int) []string {
 func holders(t *testing.T, ns string) map[string]string {
 	t.Helper()
 	var list coordinationv1.LeaseList
-	if err := env.Client.List(t.Context(), &list, client.InNamespace(ns), client.MatchingLabels{shard.RoleLabel: "cluster"}); err != nil {
+	if err := env.Client.List(t.Context(), &list, client.InNamespace(ns), client.MatchingLabels{v1alpha1.LeaseRoleLabel: "cluster"}); err != nil {
 		t.Fatal(err)
 	}
 	out := map[string]string{}
 	for _, l := range list.Items {
 		if l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "" {
-			out[l.Annotations[shard.ClusterAnnotation]] = shard.HolderName(*l.Spec.HolderIdentity)
+			out[l.Annotations[v1alpha1.ClusterAnnotation]] = shard.HolderName(*l.Spec.HolderIdentity)
 		}
 	}
 	return out

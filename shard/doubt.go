@@ -43,7 +43,7 @@ func (c *Coordinator) WriteBegan(name string) func(doubtUntil time.Time) {
 				}
 				metrics.RemoteWritesInDoubt.Inc()
 			}
-			if d.inflight == 0 && !time.Now().Before(d.until) && c.doubt[name] == d {
+			if d.inflight == 0 && !c.o.Clock.Now().Before(d.until) && c.doubt[name] == d {
 				delete(c.doubt, name)
 			}
 		})
@@ -60,7 +60,7 @@ func (c *Coordinator) inDoubt(name string) error {
 	if d == nil {
 		return nil
 	}
-	now := time.Now()
+	now := c.o.Clock.Now()
 	switch {
 	case d.inflight > 0:
 		return fmt.Errorf("%d remote writes of cluster %q still in flight", d.inflight, name)

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/clustershard/clustershard/api/v1alpha1"
 	"github.com/clustershard/clustershard/internal/metrics"
 	"github.com/clustershard/clustershard/internal/test/netproxy"
 	"github.com/clustershard/clustershard/registry"
@@ -99,8 +100,8 @@ func TestWriteInDoubtAbandonsTheLease(t *testing.T) {
 		for c, s := range watch {
 			var l coordinationv1.Lease
 			if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: shard.ClusterLeaseName(c)}, &l); err == nil {
-				s.abandoned = s.abandoned || l.Annotations[shard.AbandonedAnnotation] == "true"
-				s.released = s.released || l.Annotations[shard.ReleasedByAnnotation] == "a"
+				s.abandoned = s.abandoned || l.Annotations[v1alpha1.AbandonedAnnotation] == "true"
+				s.released = s.released || l.Annotations[v1alpha1.ReleasedByAnnotation] == "a"
 			}
 			if s.owned.IsZero() && in["b"].c.Owns(c) {
 				s.owned = time.Now()

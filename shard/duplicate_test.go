@@ -9,6 +9,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/clustershard/clustershard/api/v1alpha1"
 	"github.com/clustershard/clustershard/shard"
 )
 
@@ -95,12 +96,12 @@ func TestClusterLeasesKeepTheBareName(t *testing.T) {
 	in := map[string]*instance{"a": startInstance(t, ns, "a", clusters, trackingHandler{"a", tr})}
 	settled(t, tr, ns, expected(t, []string{"a"}, clusters), in, 30*time.Second)
 	var list coordinationv1.LeaseList
-	if err := env.Client.List(t.Context(), &list, client.InNamespace(ns), client.MatchingLabels{shard.RoleLabel: "cluster"}); err != nil {
+	if err := env.Client.List(t.Context(), &list, client.InNamespace(ns), client.MatchingLabels{v1alpha1.LeaseRoleLabel: "cluster"}); err != nil {
 		t.Fatal(err)
 	}
 	for _, l := range list.Items {
-		if h := *l.Spec.HolderIdentity; h != "a" || l.Annotations[shard.IncarnationAnnotation] == "" {
-			t.Fatalf("Lease %s: holder %q, incarnation %q; want the bare name and an incarnation annotation", l.Name, h, l.Annotations[shard.IncarnationAnnotation])
+		if h := *l.Spec.HolderIdentity; h != "a" || l.Annotations[v1alpha1.IncarnationAnnotation] == "" {
+			t.Fatalf("Lease %s: holder %q, incarnation %q; want the bare name and an incarnation annotation", l.Name, h, l.Annotations[v1alpha1.IncarnationAnnotation])
 		}
 		if shard.HolderName(shard.LeaseHolder(&l)) != "a" || !strings.Contains(shard.LeaseHolder(&l), "@") {
 			t.Fatalf("Lease %s: LeaseHolder %q", l.Name, shard.LeaseHolder(&l))

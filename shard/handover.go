@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/clustershard/clustershard/api/v1alpha1"
 	"github.com/clustershard/clustershard/internal/metrics"
 )
 
@@ -38,7 +39,7 @@ func (c *Coordinator) unstopped(name string) bool {
 // runs here; the first time after an acquisition it observes the hand-over
 // duration and the time the cluster went without a manager.
 func (c *Coordinator) ManagerRunning(name string) {
-	c.o.journal(time.Now(), JournalRunning, name)
+	c.o.journal(c.o.Clock.Now(), JournalRunning, name)
 	c.mu.Lock()
 	st := c.clusters[name]
 	var assigned, unmanaged time.Time
@@ -50,12 +51,12 @@ func (c *Coordinator) ManagerRunning(name string) {
 	if assigned.IsZero() && unmanaged.IsZero() {
 		return
 	}
-	c.log.Info("Remote manager running", "cluster", name, "sinceAssigned", time.Since(assigned), "withoutManager", time.Since(unmanaged))
+	c.log.Info("Remote manager running", "cluster", name, "sinceAssigned", c.o.Clock.Since(assigned), "withoutManager", c.o.Clock.Since(unmanaged))
 	if !assigned.IsZero() {
-		metrics.HandoverDuration.Observe(time.Since(assigned).Seconds())
+		metrics.HandoverDuration.Observe(c.o.Clock.Since(assigned).Seconds())
 	}
 	if !unmanaged.IsZero() {
-		metrics.UnmanagedDuration.Observe(max(time.Since(unmanaged), 0).Seconds())
+		metrics.UnmanagedDuration.Observe(max(c.o.Clock.Since(unmanaged), 0).Seconds())
 	}
 }
 
@@ -65,7 +66,7 @@ func (c *Coordinator) lose(ctx context.Context, name, reason string) {
 	if st == nil {
 		return
 	}
-	c.o.journal(time.Now(), JournalLost, name) // no new write starts after this
+	c.o.journal(c.o.Clock.Now(), JournalLost, name) // no new write starts after this
 	c.log.Info("Cluster lost", "cluster", name, "reason", reason)
 	metrics.LeaseTransitions.WithLabelValues(metrics.LeaseLost).Inc()
 	go func() {
@@ -76,7 +77,7 @@ func (c *Coordinator) lose(ctx context.Context, name, reason string) {
 			c.log.Error(err, "Remote manager did not stop in time", "cluster", name)
 		}
 		cancel()
-		c.o.journal(time.Now(), JournalStopped, name)
+		c.o.journal(c.o.Clock.Now(), JournalStopped, name)
 		c.done(name, st)
 	}()
 }
@@ -111,7 +112,7 @@ func (c *Coordinator) handOver(ctx context.Context, name string, deleted bool) <
 		close(finished)
 		return finished
 	}
-	c.o.journal(time.Now(), JournalReleasing, name) // no new write starts after this
+	c.o.journal(c.o.Clock.Now(), JournalReleasing, name) // no new write starts after this
 	c.log.Info("Handing cluster over", "cluster", name)
 	go func() {
 		defer close(finished)
@@ -119,7 +120,7 @@ func (c *Coordinator) handOver(ctx context.Context, name string, deleted bool) <
 		err := c.stop(sctx, name, st)
 		c.stopped(name, err)
 		cancel()
-		c.o.journal(time.Now(), JournalStopped, name)
+		c.o.journal(c.o.Clock.Now(), JournalStopped, name)
 		wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), c.o.RenewDeadline)
 		defer wcancel()
 		if err != nil {
@@ -159,17 +160,17 @@ func (c *Coordinator) releaseLease(ctx context.Context, name string, abandon, re
 		if l.Annotations == nil {
 			l.Annotations = map[string]string{}
 		}
-		l.Annotations[AbandonedAnnotation] = "true"
+		l.Annotations[v1alpha1.AbandonedAnnotation] = "true"
 		err = c.o.Client.Update(ctx, &l)
 		c.countWrite("update", "cluster")
 	default:
 		l.Spec.HolderIdentity = ptr.To("")
-		l.Spec.RenewTime = ptr.To(metav1.NewMicroTime(time.Now()))
+		l.Spec.RenewTime = ptr.To(metav1.NewMicroTime(c.o.Clock.Now()))
 		if l.Annotations == nil {
 			l.Annotations = map[string]string{}
 		}
-		delete(l.Annotations, IncarnationAnnotation)
-		l.Annotations[ReleasedByAnnotation] = c.o.self
+		delete(l.Annotations, v1alpha1.IncarnationAnnotation)
+		l.Annotations[v1alpha1.ReleasedByAnnotation] = c.o.self
 		err = c.o.Client.Update(ctx, &l)
 		c.countWrite("update", "cluster")
 	}
@@ -177,7 +178,7 @@ func (c *Coordinator) releaseLease(ctx context.Context, name string, abandon, re
 		c.log.Error(err, "Cannot release cluster Lease", "cluster", name)
 		return
 	}
-	c.o.journal(time.Now(), JournalReleased, name)
+	c.o.journal(c.o.Clock.Now(), JournalReleased, name)
 }
 
 func (c *Coordinator) setPhase(name string, from, to phase) *cluster {

@@ -8,6 +8,7 @@ import (
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
+	"github.com/clustershard/clustershard/api/v1alpha1"
 	"github.com/clustershard/clustershard/internal/metrics"
 )
 
@@ -43,7 +44,7 @@ type membership struct {
 func (m *membership) valid() (time.Time, uint64, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.validUntil, m.epoch, time.Now().Before(m.validUntil)
+	return m.validUntil, m.epoch, m.o.Clock.Now().Before(m.validUntil)
 }
 
 // renewed records a successful renewal sent at sent, now that its answer
@@ -53,7 +54,7 @@ func (m *membership) valid() (time.Time, uint64, bool) {
 // expired (and ownership taken before must stay void).
 func (m *membership) renewed(sent time.Time) {
 	m.mu.Lock()
-	lapsed := !m.validUntil.IsZero() && time.Now().After(m.validUntil)
+	lapsed := !m.validUntil.IsZero() && m.o.Clock.Now().After(m.validUntil)
 	if lapsed || m.validUntil.IsZero() {
 		m.epoch++
 		m.since = sent
@@ -73,7 +74,7 @@ func (m *membership) lost() {
 	m.validUntil = time.Time{}
 	m.epoch++
 	m.mu.Unlock()
-	m.o.journal(time.Now(), JournalVoid, "")
+	m.o.journal(m.o.Clock.Now(), JournalVoid, "")
 	m.onLapse()
 }
 
@@ -87,9 +88,9 @@ func (m *membership) run(ctx context.Context) {
 				Client:     m.o.Kube.CoordinationV1(),
 				LockConfig: resourcelock.ResourceLockConfig{Identity: m.o.self},
 				Labels: map[string]string{
-					RoleLabel:          "member",
-					LeaseDurationLabel: m.o.LeaseDuration.String(),
-					RenewDeadlineLabel: m.o.RenewDeadline.String(),
+					v1alpha1.LeaseRoleLabel:     "member",
+					v1alpha1.LeaseDurationLabel: m.o.LeaseDuration.String(),
+					v1alpha1.RenewDeadlineLabel: m.o.RenewDeadline.String(),
 				},
 			},
 			m: m,
@@ -140,7 +141,7 @@ func (l *recordingLock) waitIfPaused() {
 // Create records a created membership Lease as a renewal.
 func (l *recordingLock) Create(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
 	l.waitIfPaused()
-	sent := time.Now()
+	sent := l.m.o.Clock.Now()
 	err := l.Interface.Create(ctx, ler)
 	l.m.writes("create")
 	if err == nil && ler.HolderIdentity == l.m.o.self {
@@ -152,7 +153,7 @@ func (l *recordingLock) Create(ctx context.Context, ler resourcelock.LeaderElect
 // Update records a renewed membership Lease.
 func (l *recordingLock) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
 	l.waitIfPaused()
-	sent := time.Now()
+	sent := l.m.o.Clock.Now()
 	err := l.Interface.Update(ctx, ler)
 	l.m.writes("update")
 	if ler.HolderIdentity == l.m.o.self {

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+
+	"github.com/clustershard/clustershard/api/v1alpha1"
 )
 
 // observer judges liveness by locally observed time, as client-go's
@@ -38,8 +40,8 @@ type tenure struct {
 	lease, renew time.Duration
 }
 
-func newObserver(leaseDuration, renewDeadline time.Duration) *observer {
-	return &observer{leaseDuration: leaseDuration, renewDeadline: renewDeadline, started: time.Now(), seen: map[string]observation{}}
+func newObserver(leaseDuration, renewDeadline time.Duration, now time.Time) *observer {
+	return &observer{leaseDuration: leaseDuration, renewDeadline: renewDeadline, started: now, seen: map[string]observation{}}
 }
 
 // published reads the timings a membership Lease publishes; zero for a
@@ -52,7 +54,7 @@ func published(l *coordinationv1.Lease) (lease, renew time.Duration) {
 		}
 		return d
 	}
-	return parse(LeaseDurationLabel), parse(RenewDeadlineLabel)
+	return parse(v1alpha1.LeaseDurationLabel), parse(v1alpha1.RenewDeadlineLabel)
 }
 
 // holderLease names the membership Lease whose timings govern the Lease
@@ -179,7 +181,7 @@ func (o *observer) members(leases []coordinationv1.Lease, now time.Time) (live m
 			continue
 		}
 		live[holder] = true
-		if l.Annotations[LeavingAnnotation] == "true" {
+		if l.Annotations[v1alpha1.LeavingAnnotation] == "true" {
 			leaving[holder] = true
 		}
 	}

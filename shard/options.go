@@ -9,6 +9,7 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -41,6 +42,12 @@ type Options struct {
 	// Journal, when set, receives the replica's authority events (see
 	// JournalEntry) synchronously; the drill's invariant checker reads them.
 	Journal func(JournalEntry)
+	// Clock tells the time of every ownership decision: when a Lease was
+	// seen to change, when one is free, until when a write may go. Default
+	// the real clock, whose readings carry the monotonic clock the fence
+	// relies on; tests of the rules pass a fake one. Tickers and waits use
+	// real time.
+	Clock clock.PassiveClock
 
 	// LeaseDuration, RenewDeadline and RetryPeriod time the membership Lease
 	// (defaults 15s, 10s, 2s), as in client-go's leaderelection.
@@ -90,6 +97,9 @@ func (o *Options) defaults() error {
 	}
 	if o.Reader == nil {
 		o.Reader = o.Client
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
 	}
 	if o.LeaseDuration == 0 {
 		o.LeaseDuration = 15 * time.Second

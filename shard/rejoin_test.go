@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/clustershard/clustershard/api/v1alpha1"
 	"github.com/clustershard/clustershard/shard"
 )
 
@@ -36,7 +37,7 @@ func TestRestartedReplicaRejoinsAndIsReadyWithItsShare(t *testing.T) {
 	if err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: shard.MemberLeaseName("a")}, &member); err != nil {
 		t.Fatal(err)
 	}
-	if member.Annotations[shard.LeavingAnnotation] != "true" {
+	if member.Annotations[v1alpha1.LeavingAnnotation] != "true" {
 		t.Fatalf("the stopped replica did not mark its membership as leaving: %v", member.Annotations)
 	}
 
@@ -57,7 +58,7 @@ func TestRestartedReplicaRejoinsAndIsReadyWithItsShare(t *testing.T) {
 	if err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: shard.MemberLeaseName("a")}, &member); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := member.Annotations[shard.LeavingAnnotation]; ok {
+	if _, ok := member.Annotations[v1alpha1.LeavingAnnotation]; ok {
 		t.Fatalf("leaving mark still on the restarted replica's membership: %v", member.Annotations)
 	}
 }
@@ -71,7 +72,7 @@ func TestReadyAfterCatchUpTimeoutWhenShareIsHeld(t *testing.T) {
 	// A squatter: a live member (its membership Lease keeps changing) that
 	// holds every cluster Lease and never releases one.
 	member := &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: shard.MemberLeaseName("squatter"), Labels: map[string]string{shard.RoleLabel: "member"}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: shard.MemberLeaseName("squatter"), Labels: map[string]string{v1alpha1.LeaseRoleLabel: "member"}},
 		Spec:       coordinationv1.LeaseSpec{HolderIdentity: ptr.To("squatter"), LeaseDurationSeconds: ptr.To[int32](3)},
 	}
 	if err := env.Client.Create(t.Context(), member); err != nil {
@@ -95,7 +96,7 @@ func TestReadyAfterCatchUpTimeoutWhenShareIsHeld(t *testing.T) {
 	for _, c := range clusters {
 		l := &coordinationv1.Lease{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: shard.ClusterLeaseName(c),
-				Labels: map[string]string{shard.RoleLabel: "cluster"}, Annotations: map[string]string{shard.ClusterAnnotation: c}},
+				Labels: map[string]string{v1alpha1.LeaseRoleLabel: "cluster"}, Annotations: map[string]string{v1alpha1.ClusterAnnotation: c}},
 			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("squatter")},
 		}
 		if err := env.Client.Create(t.Context(), l); err != nil {

@@ -11,7 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
-	"github.com/clustershard/clustershard/shard"
+	"github.com/clustershard/clustershard/api/v1alpha1"
 )
 
 // failFirstRelease makes the first write that releases a cluster Lease (its
@@ -20,7 +20,7 @@ func failFirstRelease(failed *atomic.Bool) func(client.WithWatch) client.WithWat
 	return func(c client.WithWatch) client.WithWatch {
 		return interceptor.NewClient(c, interceptor.Funcs{
 			Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
-				if l, ok := obj.(*coordinationv1.Lease); ok && l.Labels[shard.RoleLabel] == "cluster" &&
+				if l, ok := obj.(*coordinationv1.Lease); ok && l.Labels[v1alpha1.LeaseRoleLabel] == "cluster" &&
 					(l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "") && failed.CompareAndSwap(false, true) {
 					return errors.New("injected: the release of a cluster Lease failed")
 				}

@@ -9,6 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/clustershard/clustershard/api/v1alpha1"
 )
 
 // shutdown applies rule 5: leave the ring, hand over every cluster at once,
@@ -70,10 +72,10 @@ func (c *Coordinator) shutdown(ctx context.Context) error {
 func (c *Coordinator) rejoin(ctx context.Context, members []coordinationv1.Lease) {
 	for i := range members {
 		l := &members[i]
-		if l.Name != MemberLeaseName(c.o.Identity) || holderOf(l) != c.o.self || l.Annotations[LeavingAnnotation] != "true" {
+		if l.Name != MemberLeaseName(c.o.Identity) || holderOf(l) != c.o.self || l.Annotations[v1alpha1.LeavingAnnotation] != "true" {
 			continue
 		}
-		patch := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"`+LeavingAnnotation+`":null}}}`))
+		patch := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"`+v1alpha1.LeavingAnnotation+`":null}}}`))
 		cctx, cancel := c.call(ctx)
 		err := c.o.Client.Patch(cctx, &coordinationv1.Lease{ObjectMeta: leaseMeta(c.o.Namespace, l.Name)}, patch)
 		cancel()
@@ -101,7 +103,7 @@ func (c *Coordinator) markLeaving(ctx context.Context) error {
 	if l.Annotations == nil {
 		l.Annotations = map[string]string{}
 	}
-	l.Annotations[LeavingAnnotation] = "true"
+	l.Annotations[v1alpha1.LeavingAnnotation] = "true"
 	err := c.o.Client.Update(ctx, &l) // on the version read: never a Lease another process took since
 	c.countWrite("update", "membership")
 	return err

@@ -2,11 +2,11 @@ package shard
 
 import (
 	"context"
-	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/clustershard/clustershard/api/v1alpha1"
 	"github.com/clustershard/clustershard/internal/metrics"
 )
 
@@ -15,13 +15,13 @@ func (c *Coordinator) listLeases(ctx context.Context) (members []coordinationv1.
 	var list coordinationv1.LeaseList
 	cctx, cancel := c.call(ctx)
 	defer cancel()
-	if err := c.o.Reader.List(cctx, &list, client.InNamespace(c.o.Namespace), client.HasLabels{RoleLabel}); err != nil {
+	if err := c.o.Reader.List(cctx, &list, client.InNamespace(c.o.Namespace), client.HasLabels{v1alpha1.LeaseRoleLabel}); err != nil {
 		return nil, nil, err
 	}
 	clusters = map[string]*coordinationv1.Lease{}
 	for i := range list.Items {
 		l := &list.Items[i]
-		switch l.Labels[RoleLabel] {
+		switch l.Labels[v1alpha1.LeaseRoleLabel] {
 		case "member":
 			members = append(members, *l)
 		case "cluster":
@@ -47,7 +47,7 @@ func (c *Coordinator) step(ctx context.Context) {
 	// Stamped when the read returned, not when it was sent: a renewal that
 	// landed during a slow List must not look older than it is, or the
 	// margin between lease duration and renew deadline shrinks by the delay.
-	now := time.Now()
+	now := c.o.Clock.Now()
 	names, err := c.o.Clusters()
 	if err != nil {
 		c.log.Error(err, "Cannot list RemoteClusters")
@@ -141,7 +141,7 @@ func (c *Coordinator) step(ctx context.Context) {
 		}
 	}
 	c.sweep(ctx, leases, assign, exists, valid && !selfLeaving)
-	if !valid || selfLeaving || time.Since(c.joined()) < c.o.RetryPeriod {
+	if !valid || selfLeaving || c.o.Clock.Since(c.joined()) < c.o.RetryPeriod {
 		// Take nothing in the first retry period of membership: replicas
 		// starting together see each other first instead of one of them
 		// grabbing every cluster and handing most of them over again.

@@ -2,7 +2,6 @@ package shard
 
 import (
 	"context"
-	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -10,6 +9,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/clustershard/clustershard/api/v1alpha1"
 	"github.com/clustershard/clustershard/internal/metrics"
 )
 
@@ -43,7 +43,7 @@ func (c *Coordinator) sweep(ctx context.Context, leases map[string]*coordination
 		if name == "" {
 			name = LeaseCluster(l)
 		}
-		if name == "" || holderOf(l) != c.o.self || l.Annotations[AbandonedAnnotation] == "true" || !c.untracked(name) {
+		if name == "" || holderOf(l) != c.o.self || l.Annotations[v1alpha1.AbandonedAnnotation] == "true" || !c.untracked(name) {
 			continue
 		}
 		if selfValid && exists[name] && assign[name] == c.o.Identity {
@@ -62,17 +62,17 @@ func (c *Coordinator) sweep(ctx context.Context, leases map[string]*coordination
 			if l.Annotations == nil {
 				l.Annotations = map[string]string{}
 			}
-			l.Annotations[AbandonedAnnotation] = "true"
+			l.Annotations[v1alpha1.AbandonedAnnotation] = "true"
 			err = c.o.Client.Update(wctx, l) // on the listed version: never a Lease taken since
 			c.countWrite("update", "cluster")
 		default:
 			if l.Annotations == nil {
 				l.Annotations = map[string]string{}
 			}
-			l.Annotations[ReleasedByAnnotation] = c.o.self
-			delete(l.Annotations, IncarnationAnnotation)
+			l.Annotations[v1alpha1.ReleasedByAnnotation] = c.o.self
+			delete(l.Annotations, v1alpha1.IncarnationAnnotation)
 			l.Spec.HolderIdentity = ptr.To("")
-			l.Spec.RenewTime = ptr.To(metav1.NewMicroTime(time.Now()))
+			l.Spec.RenewTime = ptr.To(metav1.NewMicroTime(c.o.Clock.Now()))
 			err = c.o.Client.Update(wctx, l)
 			c.countWrite("update", "cluster")
 		}
@@ -88,7 +88,7 @@ func (c *Coordinator) sweep(ctx context.Context, leases map[string]*coordination
 			continue
 		}
 		c.log.Info("Freed a cluster Lease that named this replica but that it did not run", "cluster", name, "abandoned", abandon, "deleted", remove && !abandon)
-		c.o.journal(time.Now(), JournalReleased, name)
+		c.o.journal(c.o.Clock.Now(), JournalReleased, name)
 		if abandon {
 			metrics.LeaseTransitions.WithLabelValues(metrics.LeaseAbandoned).Inc()
 		} else {

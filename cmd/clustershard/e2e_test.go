@@ -112,13 +112,13 @@ func shardLines(log []byte, n int) string {
 
 func holders(t *testing.T) map[string]string {
 	var list coordinationv1.LeaseList
-	if err := env.Client.List(context.Background(), &list, client.InNamespace(ns), client.MatchingLabels{shard.RoleLabel: "cluster"}); err != nil {
+	if err := env.Client.List(context.Background(), &list, client.InNamespace(ns), client.MatchingLabels{v1alpha1.LeaseRoleLabel: "cluster"}); err != nil {
 		t.Fatal(err)
 	}
 	out := map[string]string{}
 	for _, l := range list.Items {
 		if l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "" {
-			out[l.Annotations[shard.ClusterAnnotation]] = shard.HolderName(*l.Spec.HolderIdentity)
+			out[l.Annotations[v1alpha1.ClusterAnnotation]] = shard.HolderName(*l.Spec.HolderIdentity)
 		}
 	}
 	return out

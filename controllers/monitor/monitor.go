@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
+	"github.com/clustershard/clustershard/api/v1alpha1"
 	"github.com/clustershard/clustershard/internal/remotecopy"
 	"github.com/clustershard/clustershard/registry"
 )
@@ -38,7 +39,7 @@ func Module(kinds []remotecopy.Kind, identity string) fx.Option {
 		for _, k := range kinds {
 			ours := predicate.NewPredicateFuncs(func(o client.Object) bool {
 				l := o.GetLabels()
-				return l[remotecopy.ControlledByLabel] == remotecopy.ControlledByValue && l[remotecopy.ClusterLabel] == p.ClusterName
+				return l[v1alpha1.ControlledByLabel] == v1alpha1.ControlledByValue && l[v1alpha1.CopyClusterLabel] == p.ClusterName
 			})
 			r := &Reconciler{Kind: k, Remote: p.Remote, Manage: p.Manage, Fresh: p.Fresh, Cluster: p.ClusterName, Identity: identity}
 			err := ctrl.NewControllerManagedBy(p.Manager).
@@ -86,7 +87,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if srcLives {
 			// Deleted by hand while its source lives: put it back.
 			return ctrl.Result{}, r.Remote.Apply(ctx, client.ApplyConfigurationFromUnstructured(r.Kind.Copy(src, r.Cluster, r.Identity)),
-				client.FieldOwner(remotecopy.CopyFieldManager), client.ForceOwnership)
+				client.FieldOwner(v1alpha1.FieldManager), client.ForceOwnership)
 		}
 		return ctrl.Result{}, nil
 	}
@@ -129,7 +130,7 @@ func (r *Reconciler) orphan(src client.Object, err error) bool {
 		return true
 	}
 	u, ok := src.(*unstructured.Unstructured)
-	return err == nil && ok && r.Kind.Cluster(u) != r.Cluster && u.GetAnnotations()[remotecopy.ReplicatedToAnnotation] != r.Cluster
+	return err == nil && ok && r.Kind.Cluster(u) != r.Cluster && u.GetAnnotations()[v1alpha1.ReplicatedToAnnotation] != r.Cluster
 }
 
 func (r *Reconciler) fresh() client.Reader {

@@ -14,11 +14,6 @@ import (
 	"github.com/clustershard/clustershard/registry"
 )
 
-// ReasonFenceFailed is the reason when the ownership epoch could not be
-// raised in the remote cluster (it did not answer, or refused for another reason than the ones
-// remotefence reports); nothing is written there until it is.
-const ReasonFenceFailed = "FenceFailed"
-
 // raiseEpoch starts this replica's ownership epoch in the remote cluster,
 // before its first write there (install, Helm, the remote manager), and
 // records the outcome in RemoteFenced. The epoch's own writes pass this
@@ -27,7 +22,7 @@ func (r *Reconciler) raiseEpoch(ctx context.Context, rc *v1alpha1.RemoteCluster,
 	e, err := remotefence.Raise(ctx, registry.FencedConfig(cfg, rc.Name, r.Ownership), remotefence.Options{Cluster: rc.Name})
 	if err != nil {
 		r.forgetEpoch(rc.Name)
-		return e, r.fail(rc, v1alpha1.ConditionRemoteFenced, ReasonFenceFailed, fmt.Errorf("raise the ownership epoch in the remote cluster: %w", err))
+		return e, r.fail(rc, v1alpha1.ConditionRemoteFenced, v1alpha1.ReasonFenceFailed, fmt.Errorf("raise the ownership epoch in the remote cluster: %w", err))
 	}
 	r.setEpoch(rc.Name, e)
 	r.setCondition(rc, v1alpha1.ConditionRemoteFenced, e.Enforced, e.Reason, e.Message)
@@ -118,10 +113,6 @@ func (r *Reconciler) superseded(ctx context.Context, rc *v1alpha1.RemoteCluster,
 		return false
 	}
 	log.FromContext(ctx).Info("Ownership epoch superseded in the remote cluster; restarting the remote manager", "epoch", e.Value, "remoteEpoch", cur)
-	r.event(rc, corev1.EventTypeWarning, ReasonEpochSuperseded, "The remote cluster holds ownership epoch %d, above this manager's %d: restarting it under a new epoch", cur, e.Value)
+	r.event(rc, corev1.EventTypeWarning, v1alpha1.ReasonEpochSuperseded, "The remote cluster holds ownership epoch %d, above this manager's %d: restarting it under a new epoch", cur, e.Value)
 	return true
 }
-
-// ReasonEpochSuperseded is the reason of the event when the running
-// manager's epoch was superseded in the remote cluster.
-const ReasonEpochSuperseded = "EpochSuperseded"

@@ -42,7 +42,7 @@ func (r *Reconciler) stop(ctx context.Context, cluster string) error {
 // without it, with a Warning event naming what was left in the remote
 // cluster, rather than staying Terminating for ever.
 func (r *Reconciler) finalize(ctx context.Context, rc *v1alpha1.RemoteCluster) (ctrl.Result, error) {
-	if !controllerutil.ContainsFinalizer(rc, Finalizer) {
+	if !controllerutil.ContainsFinalizer(rc, v1alpha1.RemoteClusterFinalizer) {
 		return ctrl.Result{}, nil
 	}
 	if err := r.stop(ctx, rc.Name); err != nil {
@@ -53,18 +53,18 @@ func (r *Reconciler) finalize(ctx context.Context, rc *v1alpha1.RemoteCluster) (
 			left := time.Until(rc.DeletionTimestamp.Add(r.cleanupTimeout()))
 			if left > 0 {
 				msg := fmt.Sprintf("uninstall (retried until %v after the deletion, then abandoned): %v", r.cleanupTimeout(), err)
-				r.setCondition(rc, v1alpha1.ConditionInstalled, false, ReasonInstallFailed, msg)
-				r.setCondition(rc, v1alpha1.ConditionReady, false, ReasonInstallFailed, msg)
+				r.setCondition(rc, v1alpha1.ConditionInstalled, false, v1alpha1.ReasonInstallFailed, msg)
+				r.setCondition(rc, v1alpha1.ConditionReady, false, v1alpha1.ReasonInstallFailed, msg)
 				log.FromContext(ctx).Info("Remote cleanup failed; retrying", "error", err.Error(), "abandonedIn", left.Round(time.Second).String())
 				return ctrl.Result{RequeueAfter: min(left, cleanupRetry)}, nil
 			}
 			msg := fmt.Sprintf("Remote cleanup abandoned %v after the deletion: %v; left in the remote cluster: %s", r.cleanupTimeout(), err, leftBehind(rc, r.Kinds))
-			r.event(rc, corev1.EventTypeWarning, ReasonCleanupAbandoned, "%s", msg)
+			r.event(rc, corev1.EventTypeWarning, v1alpha1.ReasonCleanupAbandoned, "%s", msg)
 			log.FromContext(ctx).Error(err, "Remote cleanup abandoned; letting the RemoteCluster go", "leftBehind", leftBehind(rc, r.Kinds))
 		}
 	}
 	before := rc.DeepCopy()
-	controllerutil.RemoveFinalizer(rc, Finalizer)
+	controllerutil.RemoveFinalizer(rc, v1alpha1.RemoteClusterFinalizer)
 	return ctrl.Result{}, r.owned(rc.Name, func() error {
 		return r.Client.Patch(ctx, rc, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
 	})

@@ -22,14 +22,8 @@ import (
 	"github.com/clustershard/clustershard/registry"
 )
 
-// Reasons and event reasons of the Helm install.
+// Bounds of the Helm install.
 const (
-	ReasonChartPending   = "ChartPending"
-	ReasonHelmInstalled  = "HelmInstalled"
-	ReasonHelmUpgraded   = "HelmUpgraded"
-	ReasonHelmRecovered  = "HelmRecovered"
-	ReasonHelmUninstall  = "HelmUninstalled"
-	ReasonHelmFailed     = "HelmFailed"
 	helmRequestTimeout   = 30 * time.Second
 	defaultHelmHookLimit = 5 * time.Minute
 )
@@ -87,13 +81,13 @@ func (r *Reconciler) ensureHelm(ctx context.Context, rc *v1alpha1.RemoteCluster,
 		var err error
 		res, err = hc.Ensure(ctx, helmrelease.Spec{
 			Name: want.ReleaseName, Namespace: want.Namespace, Chart: ch, Values: vals, Timeout: defaultHelmHookLimit,
-			NamespaceLabels: map[string]string{InstalledLabel: "clustershard"},
+			NamespaceLabels: map[string]string{v1alpha1.InstalledByLabel: "clustershard"},
 		})
 		return err
 	})
 	countHelm(res, err)
 	if res.Recovered {
-		r.event(rc, corev1.EventTypeNormal, ReasonHelmRecovered, "Release %s/%s was left by an interrupted operation: marked failed, then %s", want.Namespace, want.ReleaseName, res.Action)
+		r.event(rc, corev1.EventTypeNormal, v1alpha1.ReasonHelmRecovered, "Release %s/%s was left by an interrupted operation: marked failed, then %s", want.Namespace, want.ReleaseName, res.Action)
 	}
 	if err != nil {
 		// Status shows the latest stored revision (a failed one, say).
@@ -106,9 +100,9 @@ func (r *Reconciler) ensureHelm(ctx context.Context, rc *v1alpha1.RemoteCluster,
 	rel := res.Release
 	switch res.Action {
 	case helmrelease.ActionInstalled, helmrelease.ActionReinstalled:
-		r.event(rc, corev1.EventTypeNormal, ReasonHelmInstalled, "Release %s/%s %s: chart %s-%s, revision %d", want.Namespace, want.ReleaseName, res.Action, rel.Chart.Metadata.Name, rel.Chart.Metadata.Version, rel.Version)
+		r.event(rc, corev1.EventTypeNormal, v1alpha1.ReasonHelmInstalled, "Release %s/%s %s: chart %s-%s, revision %d", want.Namespace, want.ReleaseName, res.Action, rel.Chart.Metadata.Name, rel.Chart.Metadata.Version, rel.Version)
 	case helmrelease.ActionUpgraded:
-		r.event(rc, corev1.EventTypeNormal, ReasonHelmUpgraded, "Release %s/%s upgraded: chart %s-%s, revision %d", want.Namespace, want.ReleaseName, rel.Chart.Metadata.Name, rel.Chart.Metadata.Version, rel.Version)
+		r.event(rc, corev1.EventTypeNormal, v1alpha1.ReasonHelmUpgraded, "Release %s/%s upgraded: chart %s-%s, revision %d", want.Namespace, want.ReleaseName, rel.Chart.Metadata.Name, rel.Chart.Metadata.Version, rel.Version)
 	}
 	return fmt.Sprintf("Helm release %s/%s revision %d (chart %s-%s)", want.Namespace, want.ReleaseName, rel.Version, rel.Chart.Metadata.Name, rel.Chart.Metadata.Version), nil
 }
@@ -159,7 +153,7 @@ func (r *Reconciler) recheckHelm(ctx context.Context, rc *v1alpha1.RemoteCluster
 		return err
 	}
 	if c := meta.FindStatusCondition(rc.Status.Conditions, v1alpha1.ConditionInstalled); c == nil || c.Status != metav1.ConditionTrue {
-		r.setCondition(rc, v1alpha1.ConditionInstalled, true, ReasonInstalled, msg)
+		r.setCondition(rc, v1alpha1.ConditionInstalled, true, v1alpha1.ReasonInstalled, msg)
 	}
 	return nil
 }
@@ -221,7 +215,7 @@ func (r *Reconciler) uninstallHelm(ctx context.Context, rc *v1alpha1.RemoteClust
 	}
 	if uninstalled { // a retried finalizer finds nothing left: not counted twice
 		metrics.HelmOperations.WithLabelValues(metrics.HelmUninstall, metrics.ResultSuccess).Inc()
-		r.event(rc, corev1.EventTypeNormal, ReasonHelmUninstall, "Release %s/%s uninstalled", ns, name)
+		r.event(rc, corev1.EventTypeNormal, v1alpha1.ReasonHelmUninstall, "Release %s/%s uninstalled", ns, name)
 	}
 	remote, err := r.remoteClient(hcfg, rc.Name)
 	if err != nil {
@@ -236,7 +230,7 @@ func (r *Reconciler) deleteInstalledNamespace(ctx context.Context, remote client
 	if err := remote.Get(ctx, client.ObjectKey{Name: ns}, &n); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	if n.Labels[InstalledLabel] == "" || !n.DeletionTimestamp.IsZero() {
+	if n.Labels[v1alpha1.InstalledByLabel] == "" || !n.DeletionTimestamp.IsZero() {
 		return nil
 	}
 	return client.IgnoreNotFound(r.owned(cluster, func() error { return remote.Delete(ctx, &n) }))

@@ -25,9 +25,6 @@ import (
 	"github.com/clustershard/clustershard/registry"
 )
 
-// InstalledLabel marks what clustershard installed in a remote cluster.
-const InstalledLabel = remotecopy.InstalledByLabel
-
 // probe asks the remote API server for /version.
 func probe(ctx context.Context, cfg *rest.Config, timeout time.Duration) (string, error) {
 	cfg = rest.CopyConfig(cfg)
@@ -60,7 +57,7 @@ func (r *Reconciler) install(ctx context.Context, rc *v1alpha1.RemoteCluster, cf
 		rc.Status.Helm = nil
 	}
 	if !wantCRDs && ns == "" && !wantHelm {
-		r.setCondition(rc, v1alpha1.ConditionInstalled, true, ReasonNothingToInstall, "spec.install asks for nothing")
+		r.setCondition(rc, v1alpha1.ConditionInstalled, true, v1alpha1.ReasonNothingToInstall, "spec.install asks for nothing")
 		return nil
 	}
 	var remote client.Client
@@ -91,7 +88,7 @@ func (r *Reconciler) install(ctx context.Context, rc *v1alpha1.RemoteCluster, cf
 				return err
 			}
 			if err := r.owned(rc.Name, func() error {
-				return remote.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner(FieldManager), client.ForceOwnership)
+				return remote.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner(v1alpha1.FieldManager), client.ForceOwnership)
 			}); err != nil {
 				return fmt.Errorf("apply CRD %s: %w", k.CRD, err)
 			}
@@ -129,7 +126,7 @@ func (r *Reconciler) install(ctx context.Context, rc *v1alpha1.RemoteCluster, cf
 			}
 		}
 	}
-	r.setCondition(rc, v1alpha1.ConditionInstalled, true, ReasonInstalled, msg)
+	r.setCondition(rc, v1alpha1.ConditionInstalled, true, v1alpha1.ReasonInstalled, msg)
 	return nil
 }
 
@@ -139,7 +136,7 @@ func (r *Reconciler) createNamespace(ctx context.Context, remote client.Client, 
 	if err := remote.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{}); err == nil {
 		return nil // no write when it is there already
 	}
-	n := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{InstalledLabel: "clustershard"}}}
+	n := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{v1alpha1.InstalledByLabel: "clustershard"}}}
 	if err := r.owned(cluster, func() error { return remote.Create(ctx, n) }); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create namespace %s: %w", ns, err)
 	}
@@ -160,7 +157,7 @@ func crdApplyObject(crd *apiextensionsv1.CustomResourceDefinition) (*unstructure
 	obj.SetAPIVersion("apiextensions.k8s.io/v1")
 	obj.SetKind("CustomResourceDefinition")
 	obj.SetName(crd.Name)
-	obj.SetLabels(map[string]string{InstalledLabel: "clustershard"})
+	obj.SetLabels(map[string]string{v1alpha1.InstalledByLabel: "clustershard"})
 	return obj, nil
 }
 
@@ -229,7 +226,7 @@ func (r *Reconciler) uninstall(ctx context.Context, rc *v1alpha1.RemoteCluster) 
 }
 
 // uninstallCRDs deletes the replicated kinds' CRDs that clustershard
-// created in the remote cluster (labelled InstalledLabel, not shipped by the
+// created in the remote cluster (labelled v1alpha1.InstalledByLabel, not shipped by the
 // Helm release) and that hold no object but this RemoteCluster's copies:
 // deleting a CRD deletes all its objects, and the others are not ours to
 // delete. A CRD kept
@@ -251,7 +248,7 @@ func (r *Reconciler) uninstallCRDs(ctx context.Context, rc *v1alpha1.RemoteClust
 			}
 			continue
 		}
-		if crd.Labels[InstalledLabel] != "clustershard" || shipped[k.CRD] {
+		if crd.Labels[v1alpha1.InstalledByLabel] != "clustershard" || shipped[k.CRD] {
 			continue // not ours: someone else installed it
 		}
 		foreign, err := foreignObject(ctx, remote, k, rc.Name)
@@ -269,7 +266,7 @@ func (r *Reconciler) uninstallCRDs(ctx context.Context, rc *v1alpha1.RemoteClust
 		}
 	}
 	if len(kept) > 0 {
-		r.event(rc, corev1.EventTypeWarning, ReasonCRDKept, "Kept CRDs in the remote cluster: %s", strings.Join(kept, "; "))
+		r.event(rc, corev1.EventTypeWarning, v1alpha1.ReasonCRDKept, "Kept CRDs in the remote cluster: %s", strings.Join(kept, "; "))
 		log.FromContext(ctx).Info("Kept CRDs holding objects clustershard did not create", "crds", kept)
 	}
 	return errors.Join(errs...)
@@ -291,11 +288,11 @@ func foreignObject(ctx context.Context, remote client.Client, k remotecopy.Kind,
 		for _, o := range list.Items {
 			key := client.ObjectKeyFromObject(&o).String()
 			switch l := o.GetLabels(); {
-			case l[remotecopy.ControlledByLabel] != remotecopy.ControlledByValue:
+			case l[v1alpha1.ControlledByLabel] != v1alpha1.ControlledByValue:
 				return key + ", which clustershard did not create", nil
-			case l[remotecopy.ClusterLabel] != cluster:
+			case l[v1alpha1.CopyClusterLabel] != cluster:
 				// Two RemoteClusters may name one cluster: the other's copies are not ours.
-				return key + ", a copy for RemoteCluster " + l[remotecopy.ClusterLabel], nil
+				return key + ", a copy for RemoteCluster " + l[v1alpha1.CopyClusterLabel], nil
 			}
 		}
 		if list.GetContinue() == "" {

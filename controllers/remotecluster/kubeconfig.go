@@ -28,14 +28,14 @@ func (r *Reconciler) readKubeConfig(ctx context.Context, rc *v1alpha1.RemoteClus
 	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, &secret); err != nil {
 		if apierrors.IsNotFound(err) {
 			_ = r.stop(ctx, rc.Name)
-			return nil, r.fail(rc, v1alpha1.ConditionConnected, ReasonSecretNotFound, fmt.Errorf("kubeconfig Secret %s/%s not found", ref.Namespace, ref.Name))
+			return nil, r.fail(rc, v1alpha1.ConditionConnected, v1alpha1.ReasonSecretNotFound, fmt.Errorf("kubeconfig Secret %s/%s not found", ref.Namespace, ref.Name))
 		}
 		return nil, err
 	}
 	content, ok := secret.Data[ref.Key]
 	if !ok {
 		_ = r.stop(ctx, rc.Name)
-		return nil, r.fail(rc, v1alpha1.ConditionConnected, ReasonSecretKeyNotFound, fmt.Errorf("kubeconfig Secret %s/%s has no key %q", ref.Namespace, ref.Name, ref.Key))
+		return nil, r.fail(rc, v1alpha1.ConditionConnected, v1alpha1.ReasonSecretKeyNotFound, fmt.Errorf("kubeconfig Secret %s/%s has no key %q", ref.Namespace, ref.Name, ref.Key))
 	}
 	return content, nil
 }

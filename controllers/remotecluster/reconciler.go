@@ -32,32 +32,6 @@ import (
 const (
 	// ControllerName names the controller and its event recorder.
 	ControllerName = "remotecluster"
-	// Finalizer is this controller's finalizer on RemoteClusters.
-	Finalizer = "clustershard.io/remotecluster"
-	// FieldManager is used for server-side apply in remote clusters.
-	FieldManager = "clustershard"
-)
-
-// Condition reasons.
-const (
-	ReasonSecretNotFound    = "SecretNotFound"
-	ReasonSecretKeyNotFound = "SecretKeyNotFound"
-	ReasonUnreachable       = "Unreachable"
-	ReasonReachable         = "Reachable"
-	ReasonInstallFailed     = "InstallFailed"
-	ReasonInstalled         = "Installed"
-	ReasonNothingToInstall  = "NothingToInstall"
-	ReasonSpawnFailed       = "SpawnFailed"
-	ReasonManagerRunning    = "ManagerRunning"
-	ReasonManagerFailed     = "ManagerFailed"
-	ReasonNotConnected      = "NotConnected"
-	ReasonLeaseHeld         = "LeaseHeld"
-	// ReasonCRDKept: cleanupPolicy Delete kept a CRD clustershard created
-	// because it holds objects clustershard did not create.
-	ReasonCRDKept = "CRDKept"
-	// ReasonCleanupAbandoned: cleanupPolicy Delete could not clean up within
-	// CleanupTimeout; the RemoteCluster was let go without it.
-	ReasonCleanupAbandoned = "CleanupAbandoned"
 )
 
 // Ownership is what the controller needs from the shard coordinator.
@@ -154,9 +128,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if !rc.DeletionTimestamp.IsZero() {
 		return r.finalize(ctx, &rc)
 	}
-	if !controllerutil.ContainsFinalizer(&rc, Finalizer) {
+	if !controllerutil.ContainsFinalizer(&rc, v1alpha1.RemoteClusterFinalizer) {
 		before := rc.DeepCopy()
-		controllerutil.AddFinalizer(&rc, Finalizer)
+		controllerutil.AddFinalizer(&rc, v1alpha1.RemoteClusterFinalizer)
 		if err := r.owned(rc.Name, func() error {
 			return r.Client.Patch(ctx, &rc, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
 		}); err != nil {
@@ -202,7 +176,7 @@ func (r *Reconciler) ownedStatus(rc *v1alpha1.RemoteCluster) {
 		t := metav1.NewTime(since.Truncate(time.Second))
 		rc.Status.LastHandoverTime = &t
 	}
-	r.setCondition(rc, v1alpha1.ConditionOwned, true, ReasonLeaseHeld, "Lease held by "+r.Identity)
+	r.setCondition(rc, v1alpha1.ConditionOwned, true, v1alpha1.ReasonLeaseHeld, "Lease held by "+r.Identity)
 }
 
 func (r *Reconciler) setCondition(rc *v1alpha1.RemoteCluster, typ string, ok bool, reason, msg string) {
@@ -236,7 +210,7 @@ func (r *Reconciler) ensure(ctx context.Context, rc *v1alpha1.RemoteCluster) err
 	}
 	cfg, err := r.parseKubeConfig(content, rc.Name)
 	if err != nil {
-		reason := remote.ReasonMalformed
+		reason := v1alpha1.ReasonKubeConfigMalformed
 		if kerr, ok := errors.AsType[*remote.Error](err); ok {
 			reason = kerr.Reason
 		}
@@ -248,7 +222,7 @@ func (r *Reconciler) ensure(ctx context.Context, rc *v1alpha1.RemoteCluster) err
 	if running, ok := r.runningHash(rc.Name); ok && running != hash {
 		log.FromContext(ctx).Info("Kubeconfig changed: restarting the remote manager")
 		if err := r.stop(ctx, rc.Name); err != nil {
-			return r.fail(rc, v1alpha1.ConditionReady, ReasonSpawnFailed, fmt.Errorf("stop the manager for the new kubeconfig: %w", err))
+			return r.fail(rc, v1alpha1.ConditionReady, v1alpha1.ReasonSpawnFailed, fmt.Errorf("stop the manager for the new kubeconfig: %w", err))
 		}
 	}
 	info, running := r.Registry.Get(rc.Name)
@@ -259,23 +233,23 @@ func (r *Reconciler) ensure(ctx context.Context, rc *v1alpha1.RemoteCluster) err
 	}
 	if running && r.superseded(ctx, rc, cfg) {
 		if err := r.stop(ctx, rc.Name); err != nil {
-			return r.fail(rc, v1alpha1.ConditionReady, ReasonSpawnFailed, fmt.Errorf("stop the manager of a superseded epoch: %w", err))
+			return r.fail(rc, v1alpha1.ConditionReady, v1alpha1.ReasonSpawnFailed, fmt.Errorf("stop the manager of a superseded epoch: %w", err))
 		}
 		return fmt.Errorf("the ownership epoch of %s was superseded in the remote cluster; raising a new one", rc.Name)
 	}
 	if running && info.State == registry.StateFailed {
 		_ = r.stop(ctx, rc.Name)
-		return r.fail(rc, v1alpha1.ConditionReady, ReasonManagerFailed, fmt.Errorf("remote manager failed, restarting: %w", info.Err))
+		return r.fail(rc, v1alpha1.ConditionReady, v1alpha1.ReasonManagerFailed, fmt.Errorf("remote manager failed, restarting: %w", info.Err))
 	}
 	key := installKey(rc, hash)
 	var installErr error
 	if !running {
 		version, err := probe(ctx, cfg, r.probeTimeout())
 		if err != nil {
-			return r.fail(rc, v1alpha1.ConditionConnected, ReasonUnreachable, fmt.Errorf("remote API server unreachable: %w", err))
+			return r.fail(rc, v1alpha1.ConditionConnected, v1alpha1.ReasonUnreachable, fmt.Errorf("remote API server unreachable: %w", err))
 		}
 		rc.Status.ServerVersion = version
-		r.setCondition(rc, v1alpha1.ConditionConnected, true, ReasonReachable, "Remote API server "+version+" answered")
+		r.setCondition(rc, v1alpha1.ConditionConnected, true, v1alpha1.ReasonReachable, "Remote API server "+version+" answered")
 		// A new manager is a new epoch: raised before any other remote
 		// write of this replica, so the remote refuses earlier owners'.
 		epoch, err := r.raiseEpoch(ctx, rc, cfg)
@@ -286,11 +260,11 @@ func (r *Reconciler) ensure(ctx context.Context, rc *v1alpha1.RemoteCluster) err
 		if err := r.install(ctx, rc, cfg); err != nil {
 			if errors.Is(err, errChartPending) {
 				// Spawned once the chart is there: the fetch re-enqueues.
-				r.setCondition(rc, v1alpha1.ConditionInstalled, false, ReasonChartPending, err.Error())
-				r.setCondition(rc, v1alpha1.ConditionReady, false, ReasonChartPending, "waiting for the chart of spec.install.helm")
+				r.setCondition(rc, v1alpha1.ConditionInstalled, false, v1alpha1.ReasonChartPending, err.Error())
+				r.setCondition(rc, v1alpha1.ConditionReady, false, v1alpha1.ReasonChartPending, "waiting for the chart of spec.install.helm")
 				return nil
 			}
-			return r.fail(rc, v1alpha1.ConditionInstalled, ReasonInstallFailed, err)
+			return r.fail(rc, v1alpha1.ConditionInstalled, v1alpha1.ReasonInstallFailed, err)
 		}
 		err = r.owned(rc.Name, func() error {
 			err := r.Registry.Spawn(rc.Name, cfg, registry.WithNamespaces(rc.Spec.Namespaces...))
@@ -300,7 +274,7 @@ func (r *Reconciler) ensure(ctx context.Context, rc *v1alpha1.RemoteCluster) err
 			return err
 		})
 		if err != nil {
-			return r.fail(rc, v1alpha1.ConditionReady, ReasonSpawnFailed, fmt.Errorf("spawn the remote manager: %w", err))
+			return r.fail(rc, v1alpha1.ConditionReady, v1alpha1.ReasonSpawnFailed, fmt.Errorf("spawn the remote manager: %w", err))
 		}
 		r.setRunningHash(rc.Name, hash)
 		r.setInstalled(rc, key)
@@ -319,11 +293,11 @@ func (r *Reconciler) ensure(ctx context.Context, rc *v1alpha1.RemoteCluster) err
 		}
 		switch {
 		case errors.Is(err, errChartPending):
-			r.setCondition(rc, v1alpha1.ConditionInstalled, false, ReasonChartPending, err.Error())
+			r.setCondition(rc, v1alpha1.ConditionInstalled, false, v1alpha1.ReasonChartPending, err.Error())
 		case err != nil:
 			// Reported after the manager's state below: it still runs.
-			r.setCondition(rc, v1alpha1.ConditionInstalled, false, ReasonInstallFailed, err.Error())
-			r.event(rc, corev1.EventTypeWarning, ReasonInstallFailed, "%s", err.Error())
+			r.setCondition(rc, v1alpha1.ConditionInstalled, false, v1alpha1.ReasonInstallFailed, err.Error())
+			r.event(rc, corev1.EventTypeWarning, v1alpha1.ReasonInstallFailed, "%s", err.Error())
 			installErr = err
 		default:
 			r.setInstalled(rc, key)
@@ -338,12 +312,12 @@ func (r *Reconciler) ensure(ctx context.Context, rc *v1alpha1.RemoteCluster) err
 		if info.ServerVersion != "" {
 			rc.Status.ServerVersion = info.ServerVersion
 		}
-		r.setCondition(rc, v1alpha1.ConditionConnected, true, ReasonReachable, "Remote API server answers")
-		r.setCondition(rc, v1alpha1.ConditionReady, true, ReasonManagerRunning, "Remote manager runs on "+r.Identity)
+		r.setCondition(rc, v1alpha1.ConditionConnected, true, v1alpha1.ReasonReachable, "Remote API server answers")
+		r.setCondition(rc, v1alpha1.ConditionReady, true, v1alpha1.ReasonManagerRunning, "Remote manager runs on "+r.Identity)
 	case registry.StateUnhealthy:
-		return errors.Join(installErr, r.fail(rc, v1alpha1.ConditionConnected, ReasonUnreachable, fmt.Errorf("remote API server unreachable: %w", info.Err)))
+		return errors.Join(installErr, r.fail(rc, v1alpha1.ConditionConnected, v1alpha1.ReasonUnreachable, fmt.Errorf("remote API server unreachable: %w", info.Err)))
 	default:
-		return errors.Join(installErr, r.fail(rc, v1alpha1.ConditionReady, ReasonNotConnected, fmt.Errorf("remote manager is %s", info.State)))
+		return errors.Join(installErr, r.fail(rc, v1alpha1.ConditionReady, v1alpha1.ReasonNotConnected, fmt.Errorf("remote manager is %s", info.State)))
 	}
 	return installErr
 }

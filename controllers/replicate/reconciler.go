@@ -14,6 +14,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/clustershard/clustershard/api/v1alpha1"
 	"github.com/clustershard/clustershard/internal/metrics"
 	"github.com/clustershard/clustershard/internal/remotecopy"
 	"github.com/clustershard/clustershard/registry"
@@ -21,37 +22,6 @@ import (
 
 // ControllerName is the base name of the per-kind controllers.
 const ControllerName = "replicate"
-
-// Condition reasons on sources.
-const (
-	ReasonSynced          = "Synced"
-	ReasonClusterNotFound = "ClusterNotFound"
-	ReasonClusterNotReady = "ClusterNotReady"
-	// ReasonClusterUnowned: no replica runs the source's cluster (its Lease
-	// is free and not acquired, or names a replica that does not renew)
-	// for longer than UnownedGrace; written by one replica, retried.
-	ReasonClusterUnowned = "ClusterUnowned"
-	ReasonSyncFailed     = "SyncFailed"
-	ReasonDeleting       = "DeletingRemoteCopy"
-	// ReasonWebhookRefused: an admission webhook of the remote cluster
-	// refused the copy.
-	ReasonWebhookRefused = "WebhookRefused"
-	// ReasonWebhookUnavailable: a webhook of the remote cluster with
-	// failurePolicy Fail cannot be called (say chaos-controller-manager is
-	// down), so every write of the copy is refused until it is back.
-	ReasonWebhookUnavailable = "WebhookUnavailable"
-	// ReasonCopyLeftBehind: a source moved away from a cluster whose
-	// RemoteCluster no longer exists; its copy there could not be removed.
-	ReasonCopyLeftBehind = "CopyLeftBehind"
-	// ReasonRecreating: the old copy is deleted so that one with the new
-	// spec can be created (update strategy Recreate, or Auto after the
-	// remote refused the change).
-	ReasonRecreating = "RecreatingCopy"
-	// ReasonNamespaceMissing: the copy's namespace is missing remotely.
-	ReasonNamespaceMissing = "NamespaceMissing"
-	// ReasonForbidden: the remote kubeconfig may not write the copy.
-	ReasonForbidden = "Forbidden"
-)
 
 // Ownership is what the controller needs from the shard coordinator.
 type Ownership interface {
@@ -123,7 +93,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, r.removeStaleCopy(ctx, req)
 	}
 	cluster := r.Kind.Cluster(src)
-	previous := src.GetAnnotations()[remotecopy.ReplicatedToAnnotation]
+	previous := src.GetAnnotations()[v1alpha1.ReplicatedToAnnotation]
 	moved := previous != "" && previous != cluster
 	target := cluster
 	if moved {
@@ -156,8 +126,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if ok {
 			state = string(info.State)
 		}
-		r.failed(src, metrics.StateClusterNotReady, ReasonClusterNotReady)
-		return ctrl.Result{}, r.report(ctx, src, cluster, false, ReasonClusterNotReady, fmt.Sprintf("remote cluster %q is %s here; retrying", cluster, state))
+		r.failed(src, metrics.StateClusterNotReady, v1alpha1.ReasonClusterNotReady)
+		return ctrl.Result{}, r.report(ctx, src, cluster, false, v1alpha1.ReasonClusterNotReady, fmt.Sprintf("remote cluster %q is %s here; retrying", cluster, state))
 	}
 	desired := r.Kind.Copy(src, cluster, r.Identity)
 	nsKey := cluster + "/" + desired.GetNamespace()
@@ -192,9 +162,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			if err := r.showRemoteFinalizers(ctx, src, w.finalizers); err != nil {
 				return err
 			}
-			wrote, err := remotecopy.SetRemoteSynced(ctx, r.Client, r.Kind, src, false, ReasonRecreating, msg)
+			wrote, err := remotecopy.SetRemoteSynced(ctx, r.Client, r.Kind, src, false, v1alpha1.ReasonRecreating, msg)
 			if wrote {
-				r.event(src, corev1.EventTypeNormal, ReasonRecreating, msg)
+				r.event(src, corev1.EventTypeNormal, v1alpha1.ReasonRecreating, msg)
 			}
 			return err
 		})
@@ -205,7 +175,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	msg := "copy applied in " + cluster + " by " + r.Identity
 	if why, ok := r.recreating.LoadAndDelete(req.String()); ok {
 		msg = recreatedPrefix + cluster + " by " + r.Identity + " (" + why.(string) + ")"
-	} else if o, ok := remotecopy.ReadOutcome(src); ok && o.Reason == ReasonSynced && o.SpecHash == remotecopy.SpecHash(src) && strings.HasPrefix(o.Message, recreatedPrefix+cluster+" ") {
+	} else if o, ok := remotecopy.ReadOutcome(src); ok && o.Reason == v1alpha1.ReasonSynced && o.SpecHash == remotecopy.SpecHash(src) && strings.HasPrefix(o.Message, recreatedPrefix+cluster+" ") {
 		msg = o.Message // keep saying why this copy was re-created
 	}
 	if shape := r.Kind.Shape(); !shape.Status {
@@ -214,7 +184,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.Ownership.WithOwnership(cluster, func() error { return r.showRemoteFinalizers(ctx, src, nil) }); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	return ctrl.Result{}, r.report(ctx, src, cluster, true, ReasonSynced, msg)
+	return ctrl.Result{}, r.report(ctx, src, cluster, true, v1alpha1.ReasonSynced, msg)
 }
 
 // ensureNamespace creates the copy's namespace if needed. It only creates:
@@ -224,7 +194,7 @@ func ensureNamespace(ctx context.Context, c client.Client, ns string) error {
 	if ns == "" {
 		return nil
 	}
-	err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{remotecopy.InstalledByLabel: remotecopy.ControlledByValue}}})
+	err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{v1alpha1.InstalledByLabel: v1alpha1.ControlledByValue}}})
 	if apierrors.IsAlreadyExists(err) {
 		return nil
 	}

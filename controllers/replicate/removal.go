@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/clustershard/clustershard/api/v1alpha1"
 	"github.com/clustershard/clustershard/internal/metrics"
 	"github.com/clustershard/clustershard/internal/remotecopy"
 	"github.com/clustershard/clustershard/registry"
@@ -37,7 +38,7 @@ func (r *Reconciler) removeStaleCopy(ctx context.Context, req ctrl.Request) erro
 		if err := c.Get(ctx, req.NamespacedName, cp); err != nil {
 			return client.IgnoreNotFound(err)
 		}
-		if cp.GetLabels()[remotecopy.ClusterLabel] != cluster || !cp.GetDeletionTimestamp().IsZero() {
+		if cp.GetLabels()[v1alpha1.CopyClusterLabel] != cluster || !cp.GetDeletionTimestamp().IsZero() {
 			return nil
 		}
 		log.FromContext(ctx).Info("Removing the copy of a deleted source", "cluster", cluster)
@@ -65,7 +66,7 @@ func (r *Reconciler) removeCopy(ctx context.Context, src *unstructured.Unstructu
 		if err != nil {
 			return err
 		}
-		if cp.GetLabels()[remotecopy.ClusterLabel] != target {
+		if cp.GetLabels()[v1alpha1.CopyClusterLabel] != target {
 			gone = true // not our copy
 			return nil
 		}
@@ -76,11 +77,11 @@ func (r *Reconciler) removeCopy(ctx context.Context, src *unstructured.Unstructu
 		return nil
 	})
 	if err != nil {
-		if src.GetAnnotations()[remotecopy.ReleaseAnnotation] == "true" {
+		if src.GetAnnotations()[v1alpha1.ReleaseAnnotation] == "true" {
 			return ctrl.Result{}, r.dropFinalizer(ctx, src)
 		}
-		r.failed(src, metrics.StateDeleting, ReasonClusterNotReady)
-		return ctrl.Result{}, r.report(ctx, src, target, false, ReasonClusterNotReady, fmt.Sprintf("cannot delete the copy in %q: %v", target, err))
+		r.failed(src, metrics.StateDeleting, v1alpha1.ReasonClusterNotReady)
+		return ctrl.Result{}, r.report(ctx, src, target, false, v1alpha1.ReasonClusterNotReady, fmt.Sprintf("cannot delete the copy in %q: %v", target, err))
 	}
 	if !gone {
 		// Remote finalizers run first; show them and check again shortly.
@@ -92,7 +93,7 @@ func (r *Reconciler) removeCopy(ctx context.Context, src *unstructured.Unstructu
 			if err := r.showRemoteFinalizers(ctx, src, remoteFinalizers); err != nil {
 				return err
 			}
-			_, err := remotecopy.SetRemoteSynced(ctx, r.Client, r.Kind, src, false, ReasonDeleting, msg)
+			_, err := remotecopy.SetRemoteSynced(ctx, r.Client, r.Kind, src, false, v1alpha1.ReasonDeleting, msg)
 			return err
 		})
 		return ctrl.Result{RequeueAfter: 500 * time.Millisecond}, client.IgnoreNotFound(err)
@@ -101,7 +102,7 @@ func (r *Reconciler) removeCopy(ctx context.Context, src *unstructured.Unstructu
 		// Moved to another cluster: forget the old one; the new owner copies it.
 		before := src.DeepCopy()
 		ann := src.GetAnnotations()
-		delete(ann, remotecopy.ReplicatedToAnnotation)
+		delete(ann, v1alpha1.ReplicatedToAnnotation)
 		src.SetAnnotations(ann)
 		return ctrl.Result{}, r.Ownership.WithOwnership(target, func() error {
 			return r.Client.Patch(ctx, src, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
@@ -114,7 +115,7 @@ func (r *Reconciler) removeCopy(ctx context.Context, src *unstructured.Unstructu
 // to the finalizers its remote copy still carries.
 func (r *Reconciler) showRemoteFinalizers(ctx context.Context, src *unstructured.Unstructured, finalizers []string) error {
 	want := strings.Join(finalizers, ",")
-	have, ok := src.GetAnnotations()[remotecopy.RemoteFinalizersAnnotation]
+	have, ok := src.GetAnnotations()[v1alpha1.RemoteFinalizersAnnotation]
 	if have == want && (ok || want == "") {
 		return nil
 	}
@@ -124,9 +125,9 @@ func (r *Reconciler) showRemoteFinalizers(ctx context.Context, src *unstructured
 		ann = map[string]string{}
 	}
 	if want == "" {
-		delete(ann, remotecopy.RemoteFinalizersAnnotation)
+		delete(ann, v1alpha1.RemoteFinalizersAnnotation)
 	} else {
-		ann[remotecopy.RemoteFinalizersAnnotation] = want
+		ann[v1alpha1.RemoteFinalizersAnnotation] = want
 	}
 	src.SetAnnotations(ann)
 	return r.Client.Patch(ctx, src, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
@@ -137,10 +138,10 @@ func (r *Reconciler) dropFinalizer(ctx context.Context, src *unstructured.Unstru
 	r.forget(client.ObjectKeyFromObject(src).String())
 	r.applied.Delete(client.ObjectKeyFromObject(src).String())
 	before := src.DeepCopy()
-	controllerutil.RemoveFinalizer(src, remotecopy.Finalizer)
+	controllerutil.RemoveFinalizer(src, v1alpha1.SourceFinalizer)
 	ann := src.GetAnnotations()
-	delete(ann, remotecopy.ReplicatedToAnnotation)
-	delete(ann, remotecopy.RemoteFinalizersAnnotation)
+	delete(ann, v1alpha1.ReplicatedToAnnotation)
+	delete(ann, v1alpha1.RemoteFinalizersAnnotation)
 	src.SetAnnotations(ann)
 	return client.IgnoreNotFound(r.Client.Patch(ctx, src, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})))
 }

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/clustershard/clustershard/api/v1alpha1"
 	"github.com/clustershard/clustershard/internal/metrics"
 	"github.com/clustershard/clustershard/internal/remotecopy"
 )
@@ -20,15 +21,15 @@ func syncFailureReason(err error) string {
 	msg := remoteMessage(err)
 	switch {
 	case webhookUnavailable(err):
-		return ReasonWebhookUnavailable
+		return v1alpha1.ReasonWebhookUnavailable
 	case strings.Contains(msg, "admission webhook"):
-		return ReasonWebhookRefused
+		return v1alpha1.ReasonWebhookRefused
 	case apierrors.IsNotFound(err) && strings.Contains(msg, "namespaces"):
-		return ReasonNamespaceMissing
+		return v1alpha1.ReasonNamespaceMissing
 	case apierrors.IsForbidden(err):
-		return ReasonForbidden
+		return v1alpha1.ReasonForbidden
 	default:
-		return ReasonSyncFailed
+		return v1alpha1.ReasonSyncFailed
 	}
 }
 

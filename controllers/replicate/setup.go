@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	"github.com/clustershard/clustershard/api/v1alpha1"
 	"github.com/clustershard/clustershard/internal/metrics"
 	"github.com/clustershard/clustershard/internal/remotecopy"
 )
@@ -66,7 +67,7 @@ func targets(k remotecopy.Kind, u *unstructured.Unstructured) []string {
 	if c := k.Cluster(u); c != "" {
 		out = append(out, c)
 	}
-	if p := u.GetAnnotations()[remotecopy.ReplicatedToAnnotation]; p != "" && p != k.Cluster(u) {
+	if p := u.GetAnnotations()[v1alpha1.ReplicatedToAnnotation]; p != "" && p != k.Cluster(u) {
 		out = append(out, p)
 	}
 	return out

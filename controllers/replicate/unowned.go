@@ -32,32 +32,32 @@ func (r *Reconciler) unowned(ctx context.Context, src *unstructured.Unstructured
 	if !apierrors.IsNotFound(err) {
 		return ctrl.Result{}, err
 	}
-	if !src.GetDeletionTimestamp().IsZero() && controllerutil.ContainsFinalizer(src, remotecopy.Finalizer) &&
-		src.GetAnnotations()[remotecopy.ReleaseAnnotation] == "true" {
+	if !src.GetDeletionTimestamp().IsZero() && controllerutil.ContainsFinalizer(src, v1alpha1.SourceFinalizer) &&
+		src.GetAnnotations()[v1alpha1.ReleaseAnnotation] == "true" {
 		return ctrl.Result{}, r.dropFinalizer(ctx, src)
 	}
-	if now := r.Kind.Cluster(src); src.GetDeletionTimestamp().IsZero() && src.GetAnnotations()[remotecopy.ReplicatedToAnnotation] == cluster && now != cluster {
+	if now := r.Kind.Cluster(src); src.GetDeletionTimestamp().IsZero() && src.GetAnnotations()[v1alpha1.ReplicatedToAnnotation] == cluster && now != cluster {
 		// Moved away from a cluster that is no longer managed: its copy
 		// cannot be removed, so the source is let go to its new cluster
 		// (or made local), saying what was left behind.
 		msg := fmt.Sprintf("RemoteCluster %q no longer exists: a copy left in it cannot be removed", cluster)
-		r.event(src, corev1.EventTypeWarning, ReasonCopyLeftBehind, msg)
+		r.event(src, corev1.EventTypeWarning, v1alpha1.ReasonCopyLeftBehind, msg)
 		log.FromContext(ctx).Info("Source moved away from a cluster that no longer exists", "previous", cluster, "now", now)
 		if now == "" {
 			return ctrl.Result{}, r.dropFinalizer(ctx, src)
 		}
 		before := src.DeepCopy()
 		ann := src.GetAnnotations()
-		delete(ann, remotecopy.ReplicatedToAnnotation)
+		delete(ann, v1alpha1.ReplicatedToAnnotation)
 		src.SetAnnotations(ann)
 		return ctrl.Result{}, client.IgnoreNotFound(r.Client.Patch(ctx, src, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})))
 	}
-	r.failed(src, metrics.StateClusterNotFound, ReasonClusterNotFound)
-	msg := fmt.Sprintf("RemoteCluster %q does not exist; create it, fix spec, or set annotation %s=true to release a deleted source", cluster, remotecopy.ReleaseAnnotation)
-	if _, err := remotecopy.SetRemoteSynced(ctx, r.Client, r.Kind, src, false, ReasonClusterNotFound, msg); err != nil {
+	r.failed(src, metrics.StateClusterNotFound, v1alpha1.ReasonClusterNotFound)
+	msg := fmt.Sprintf("RemoteCluster %q does not exist; create it, fix spec, or set annotation %s=true to release a deleted source", cluster, v1alpha1.ReleaseAnnotation)
+	if _, err := remotecopy.SetRemoteSynced(ctx, r.Client, r.Kind, src, false, v1alpha1.ReasonClusterNotFound, msg); err != nil {
 		return ctrl.Result{}, err
 	}
-	r.event(src, corev1.EventTypeWarning, ReasonClusterNotFound, msg)
+	r.event(src, corev1.EventTypeWarning, v1alpha1.ReasonClusterNotFound, msg)
 	return ctrl.Result{RequeueAfter: 30 * time.Second}, nil
 }
 
@@ -76,14 +76,14 @@ func (r *Reconciler) nobodyRuns(ctx context.Context, src *unstructured.Unstructu
 	if wait := grace - time.Since(since); wait > 0 {
 		return ctrl.Result{RequeueAfter: wait}, nil
 	}
-	r.failed(src, metrics.StateClusterNotReady, ReasonClusterNotReady)
+	r.failed(src, metrics.StateClusterNotReady, v1alpha1.ReasonClusterNotReady)
 	msg := fmt.Sprintf("no replica runs RemoteCluster %q: %s; see clustershard status", cluster, why)
-	changed, err := remotecopy.SetRemoteSynced(ctx, r.Client, r.Kind, src, false, ReasonClusterUnowned, msg)
+	changed, err := remotecopy.SetRemoteSynced(ctx, r.Client, r.Kind, src, false, v1alpha1.ReasonClusterUnowned, msg)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	if changed {
-		r.event(src, corev1.EventTypeWarning, ReasonClusterUnowned, msg)
+		r.event(src, corev1.EventTypeWarning, v1alpha1.ReasonClusterUnowned, msg)
 		log.FromContext(ctx).Info("Source's cluster has no running owner", "cluster", cluster, "since", since, "why", why)
 	}
 	return ctrl.Result{RequeueAfter: 10 * time.Second}, nil
@@ -91,16 +91,16 @@ func (r *Reconciler) nobodyRuns(ctx context.Context, src *unstructured.Unstructu
 
 // ensureTracked puts the finalizer and the replicated-to annotation on the source.
 func (r *Reconciler) ensureTracked(ctx context.Context, src *unstructured.Unstructured, cluster string) error {
-	if controllerutil.ContainsFinalizer(src, remotecopy.Finalizer) && src.GetAnnotations()[remotecopy.ReplicatedToAnnotation] == cluster {
+	if controllerutil.ContainsFinalizer(src, v1alpha1.SourceFinalizer) && src.GetAnnotations()[v1alpha1.ReplicatedToAnnotation] == cluster {
 		return nil
 	}
 	before := src.DeepCopy()
-	controllerutil.AddFinalizer(src, remotecopy.Finalizer)
+	controllerutil.AddFinalizer(src, v1alpha1.SourceFinalizer)
 	ann := src.GetAnnotations()
 	if ann == nil {
 		ann = map[string]string{}
 	}
-	ann[remotecopy.ReplicatedToAnnotation] = cluster
+	ann[v1alpha1.ReplicatedToAnnotation] = cluster
 	src.SetAnnotations(ann)
 	return r.Ownership.WithOwnership(cluster, func() error {
 		return r.Client.Patch(ctx, src, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))

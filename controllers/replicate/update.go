@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/clustershard/clustershard/api/v1alpha1"
 	"github.com/clustershard/clustershard/internal/remotecopy"
 )
 
@@ -28,7 +29,7 @@ type write struct {
 // precondition, so a stale cache can never make it delete a new copy.
 func (r *Reconciler) writeCopy(ctx context.Context, c client.Client, key string, desired *unstructured.Unstructured, cluster string) (write, error) {
 	strategy := r.Kind.UpdateStrategy()
-	want := desired.GetAnnotations()[remotecopy.SpecHashAnnotation]
+	want := desired.GetAnnotations()[v1alpha1.SpecHashAnnotation]
 	var old *unstructured.Unstructured
 	if strategy != remotecopy.UpdateApply {
 		cp := r.Kind.New()
@@ -37,7 +38,7 @@ func (r *Reconciler) writeCopy(ctx context.Context, c client.Client, key string,
 		case apierrors.IsNotFound(err):
 		case err != nil:
 			return write{}, err
-		case cp.GetLabels()[remotecopy.ClusterLabel] == cluster:
+		case cp.GetLabels()[v1alpha1.CopyClusterLabel] == cluster:
 			old = cp
 		}
 	}
@@ -50,12 +51,12 @@ func (r *Reconciler) writeCopy(ctx context.Context, c client.Client, key string,
 		return write{recreating: reason, finalizers: old.GetFinalizers()}, nil
 	}
 	if old != nil && strategy == remotecopy.UpdateRecreate {
-		if have := old.GetAnnotations()[remotecopy.SpecHashAnnotation]; have != "" && have != want {
+		if have := old.GetAnnotations()[v1alpha1.SpecHashAnnotation]; have != "" && have != want {
 			return r.deleteForRecreate(ctx, c, key, old, "update strategy Recreate, the spec changed")
 		}
 	}
-	err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(desired), client.FieldOwner(remotecopy.CopyFieldManager), client.ForceOwnership)
-	if err != nil && old != nil && deniedByWebhook(err) && old.GetAnnotations()[remotecopy.SpecHashAnnotation] != want {
+	err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(desired), client.FieldOwner(v1alpha1.FieldManager), client.ForceOwnership)
+	if err != nil && old != nil && deniedByWebhook(err) && old.GetAnnotations()[v1alpha1.SpecHashAnnotation] != want {
 		return r.deleteForRecreate(ctx, c, key, old, fmt.Sprintf("update strategy %s, the remote refused the spec change: %s", strategy, remoteMessage(err)))
 	}
 	return write{}, err

@@ -10,16 +10,8 @@ import (
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-)
 
-// Reasons, usable as condition reasons, for a kubeconfig that cannot be used.
-const (
-	// ReasonMalformed: the content does not parse as a kubeconfig.
-	ReasonMalformed = "KubeConfigMalformed"
-	// ReasonIncomplete: no current context, cluster or server.
-	ReasonIncomplete = "KubeConfigIncomplete"
-	// ReasonExecNotAllowed: exec or auth-provider credentials while not allowed.
-	ReasonExecNotAllowed = "KubeConfigExecNotAllowed"
+	"github.com/clustershard/clustershard/api/v1alpha1"
 )
 
 // Error is a kubeconfig that cannot be used, with a condition reason. Its
@@ -58,32 +50,32 @@ func Hash(content []byte) string {
 // Parse validates kubeconfig content and builds its rest.Config.
 func Parse(content []byte, o Options) (*rest.Config, error) {
 	if len(content) == 0 {
-		return nil, &Error{Reason: ReasonMalformed, Message: "the kubeconfig is empty"}
+		return nil, &Error{Reason: v1alpha1.ReasonKubeConfigMalformed, Message: "the kubeconfig is empty"}
 	}
 	cfg, err := clientcmd.Load(content)
 	if err != nil {
-		return nil, &Error{Reason: ReasonMalformed, Message: "the kubeconfig does not parse: " + sanitize(err)}
+		return nil, &Error{Reason: v1alpha1.ReasonKubeConfigMalformed, Message: "the kubeconfig does not parse: " + sanitize(err)}
 	}
 	ctxName := cfg.CurrentContext
 	kctx, ok := cfg.Contexts[ctxName]
 	if ctxName == "" || !ok {
-		return nil, &Error{Reason: ReasonIncomplete, Message: fmt.Sprintf("the kubeconfig has no usable current context (%q)", ctxName)}
+		return nil, &Error{Reason: v1alpha1.ReasonKubeConfigIncomplete, Message: fmt.Sprintf("the kubeconfig has no usable current context (%q)", ctxName)}
 	}
 	cluster, ok := cfg.Clusters[kctx.Cluster]
 	if !ok || cluster.Server == "" {
-		return nil, &Error{Reason: ReasonIncomplete, Message: fmt.Sprintf("the kubeconfig's context %q names no cluster with a server", ctxName)}
+		return nil, &Error{Reason: v1alpha1.ReasonKubeConfigIncomplete, Message: fmt.Sprintf("the kubeconfig's context %q names no cluster with a server", ctxName)}
 	}
 	if auth, ok := cfg.AuthInfos[kctx.AuthInfo]; ok && !o.AllowExec {
 		if auth.Exec != nil {
-			return nil, &Error{Reason: ReasonExecNotAllowed, Message: fmt.Sprintf("the kubeconfig's user %q uses exec credentials (command %q), which would run inside the controller; start it with --allow-exec-kubeconfig to permit them", kctx.AuthInfo, auth.Exec.Command)}
+			return nil, &Error{Reason: v1alpha1.ReasonKubeConfigExecNotAllowed, Message: fmt.Sprintf("the kubeconfig's user %q uses exec credentials (command %q), which would run inside the controller; start it with --allow-exec-kubeconfig to permit them", kctx.AuthInfo, auth.Exec.Command)}
 		}
 		if auth.AuthProvider != nil {
-			return nil, &Error{Reason: ReasonExecNotAllowed, Message: fmt.Sprintf("the kubeconfig's user %q uses the %q auth-provider plugin; start the controller with --allow-exec-kubeconfig to permit it", kctx.AuthInfo, auth.AuthProvider.Name)}
+			return nil, &Error{Reason: v1alpha1.ReasonKubeConfigExecNotAllowed, Message: fmt.Sprintf("the kubeconfig's user %q uses the %q auth-provider plugin; start the controller with --allow-exec-kubeconfig to permit it", kctx.AuthInfo, auth.AuthProvider.Name)}
 		}
 	}
 	rc, err := clientcmd.NewDefaultClientConfig(*cfg, &clientcmd.ConfigOverrides{}).ClientConfig()
 	if err != nil {
-		return nil, &Error{Reason: ReasonIncomplete, Message: "the kubeconfig cannot be used: " + sanitize(err)}
+		return nil, &Error{Reason: v1alpha1.ReasonKubeConfigIncomplete, Message: "the kubeconfig cannot be used: " + sanitize(err)}
 	}
 	if o.QPS > 0 {
 		rc.QPS = o.QPS

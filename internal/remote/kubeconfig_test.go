@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/clustershard/clustershard/api/v1alpha1"
 	"github.com/clustershard/clustershard/internal/remote"
 )
 
@@ -34,14 +35,14 @@ func TestParse(t *testing.T) {
 		reason    string // empty: valid
 	}{
 		{"token", base + "    token: " + secretToken + "\n", false, ""},
-		{"exec rejected", base + "    exec: {apiVersion: client.authentication.k8s.io/v1, command: /bin/evil, interactiveMode: Never}\n", false, remote.ReasonExecNotAllowed},
+		{"exec rejected", base + "    exec: {apiVersion: client.authentication.k8s.io/v1, command: /bin/evil, interactiveMode: Never}\n", false, v1alpha1.ReasonKubeConfigExecNotAllowed},
 		{"exec allowed", base + "    exec: {apiVersion: client.authentication.k8s.io/v1, command: /bin/helper, interactiveMode: Never}\n", true, ""},
-		{"auth provider rejected", base + "    auth-provider: {name: oidc, config: {id-token: " + secretToken + "}}\n", false, remote.ReasonExecNotAllowed},
-		{"empty", "", false, remote.ReasonMalformed},
-		{"garbage", "{not: [yaml: " + secretToken, false, remote.ReasonMalformed},
-		{"binary", "\x00\x01\x02" + secretToken, false, remote.ReasonMalformed},
-		{"no context", strings.Replace(base, "current-context: x", "current-context: nope", 1) + "    token: t\n", false, remote.ReasonIncomplete},
-		{"no server", strings.Replace(base, "server: https://127.0.0.1:6443", "server: \"\"", 1) + "    token: t\n", false, remote.ReasonIncomplete},
+		{"auth provider rejected", base + "    auth-provider: {name: oidc, config: {id-token: " + secretToken + "}}\n", false, v1alpha1.ReasonKubeConfigExecNotAllowed},
+		{"empty", "", false, v1alpha1.ReasonKubeConfigMalformed},
+		{"garbage", "{not: [yaml: " + secretToken, false, v1alpha1.ReasonKubeConfigMalformed},
+		{"binary", "\x00\x01\x02" + secretToken, false, v1alpha1.ReasonKubeConfigMalformed},
+		{"no context", strings.Replace(base, "current-context: x", "current-context: nope", 1) + "    token: t\n", false, v1alpha1.ReasonKubeConfigIncomplete},
+		{"no server", strings.Replace(base, "server: https://127.0.0.1:6443", "server: \"\"", 1) + "    token: t\n", false, v1alpha1.ReasonKubeConfigIncomplete},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -11,46 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
-)
 
-// Labels and annotations on remote copies and sources.
-const (
-	// ControlledByLabel marks a remote copy made by clustershard.
-	ControlledByLabel = "clustershard.io/controlled-by"
-	// ControlledByValue is ControlledByLabel's value.
-	ControlledByValue = "clustershard"
-	// ClusterLabel on a remote copy names the RemoteCluster it was copied to.
-	ClusterLabel = "clustershard.io/remote-cluster"
-	// WrittenByAnnotation on a remote copy names the replica that last wrote it.
-	WrittenByAnnotation = "clustershard.io/written-by"
-	// SourceUIDAnnotation on a remote copy is the UID of its source.
-	SourceUIDAnnotation = "clustershard.io/source-uid"
-	// SpecHashAnnotation on a remote copy is SpecHash of the source it was
-	// written from: how the Recreate strategy tells that a copy's spec must
-	// change without comparing it with what remote defaulting made of it.
-	SpecHashAnnotation = "clustershard.io/spec-hash"
-	// ReplicatedToAnnotation on a source names the cluster its copy lives in.
-	ReplicatedToAnnotation = "clustershard.io/replicated-to"
-	// ReleaseAnnotation on a source ("true") lets an operator release a source
-	// whose remote cluster is gone for good: its finalizer is removed without
-	// deleting the remote copy.
-	ReleaseAnnotation = "clustershard.io/release"
-	// OutcomeAnnotation on a source holds the outcome of its replication as
-	// JSON (Outcome): a detail no status schema can prune, kept even for a
-	// kind whose conditions keep only type, status and reason.
-	OutcomeAnnotation = "clustershard.io/remote-synced"
-	// InstalledByLabel ("clustershard") marks what clustershard created in a
-	// remote cluster: the install namespace, the CRDs it applied, and the
-	// namespaces it created for copies.
-	InstalledByLabel = "clustershard.io/installed-by"
-	// RemoteFinalizersAnnotation on a source being deleted lists the
-	// finalizers its remote copy still carries (say Chaos Mesh's
-	// chaos-mesh/records while it recovers the experiment).
-	RemoteFinalizersAnnotation = "clustershard.io/remote-finalizers"
-	// Finalizer is held on sources while their copy exists.
-	Finalizer = "clustershard.io/replicate"
-	// ConditionRemoteSynced is the condition set on sources.
-	ConditionRemoteSynced = "RemoteSynced"
+	"github.com/clustershard/clustershard/api/v1alpha1"
 )
 
 // Kind is one replicated kind.
@@ -169,8 +131,8 @@ func (k Kind) Copy(src *unstructured.Unstructured, cluster, writer string) *unst
 			labels[key] = v
 		}
 	}
-	labels[ControlledByLabel] = ControlledByValue
-	labels[ClusterLabel] = cluster
+	labels[v1alpha1.ControlledByLabel] = v1alpha1.ControlledByValue
+	labels[v1alpha1.CopyClusterLabel] = cluster
 	out.SetLabels(labels)
 	ann := map[string]string{}
 	for key, v := range src.GetAnnotations() {
@@ -178,9 +140,9 @@ func (k Kind) Copy(src *unstructured.Unstructured, cluster, writer string) *unst
 			ann[key] = v
 		}
 	}
-	ann[WrittenByAnnotation] = writer
-	ann[SourceUIDAnnotation] = string(src.GetUID())
-	ann[SpecHashAnnotation] = SpecHash(src)
+	ann[v1alpha1.WrittenByAnnotation] = writer
+	ann[v1alpha1.SourceUIDAnnotation] = string(src.GetUID())
+	ann[v1alpha1.SpecHashAnnotation] = SpecHash(src)
 	out.SetAnnotations(ann)
 	return out
 }

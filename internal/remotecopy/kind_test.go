@@ -8,6 +8,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	examplev1alpha1 "github.com/clustershard/clustershard/api/example/v1alpha1"
+	"github.com/clustershard/clustershard/api/v1alpha1"
 	"github.com/clustershard/clustershard/internal/remotecopy"
 )
 
@@ -67,10 +68,10 @@ func TestCopy(t *testing.T) {
 		t.Fatal("server metadata copied")
 	}
 	l, a := c.GetLabels(), c.GetAnnotations()
-	if l["app"] != "x" || l["clustershard.io/other"] != "" || l[remotecopy.ClusterLabel] != "east" || l[remotecopy.ControlledByLabel] != remotecopy.ControlledByValue {
+	if l["app"] != "x" || l["clustershard.io/other"] != "" || l[v1alpha1.CopyClusterLabel] != "east" || l[v1alpha1.ControlledByLabel] != v1alpha1.ControlledByValue {
 		t.Fatalf("labels %v", l)
 	}
-	if a["note"] != "keep" || a[remotecopy.ReplicatedToAnnotation] != "" || a[remotecopy.WrittenByAnnotation] != "replica-1" || a[remotecopy.SourceUIDAnnotation] != "u-1" {
+	if a["note"] != "keep" || a[v1alpha1.ReplicatedToAnnotation] != "" || a[v1alpha1.WrittenByAnnotation] != "replica-1" || a[v1alpha1.SourceUIDAnnotation] != "u-1" {
 		t.Fatalf("annotations %v", a)
 	}
 	if src.Object["spec"].(map[string]any)["remoteCluster"] != "east" {

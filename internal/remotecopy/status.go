@@ -12,13 +12,12 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/clustershard/clustershard/api/v1alpha1"
 )
 
-// CopyFieldManager is the field manager of the remote copies (server-side apply).
-const CopyFieldManager = "clustershard"
-
 // Outcome is the outcome of a source's replication, kept as JSON in
-// OutcomeAnnotation. It does not depend on metadata.generation, which a
+// v1alpha1.OutcomeAnnotation. It does not depend on metadata.generation, which a
 // kind without a status subresource bumps on every status write: SpecHash
 // says which content of the source the outcome is about.
 type Outcome struct {
@@ -34,7 +33,7 @@ type Outcome struct {
 
 // ReadOutcome returns the outcome a source carries, if any.
 func ReadOutcome(src client.Object) (Outcome, bool) {
-	raw, ok := src.GetAnnotations()[OutcomeAnnotation]
+	raw, ok := src.GetAnnotations()[v1alpha1.OutcomeAnnotation]
 	if !ok {
 		return Outcome{}, false
 	}
@@ -60,7 +59,7 @@ func SpecHash(src *unstructured.Unstructured) string {
 }
 
 // SetRemoteSynced records a source's outcome in the form its kind's schema
-// accepts: the OutcomeAnnotation always, and the RemoteSynced condition in
+// accepts: the v1alpha1.OutcomeAnnotation always, and the RemoteSynced condition in
 // status.conditions with the fields the schema keeps (observedGeneration
 // only with a status subresource, where generation counts spec changes). It
 // writes only what differs, with optimistic concurrency, through /status
@@ -73,7 +72,7 @@ func SetRemoteSynced(ctx context.Context, c client.Client, k Kind, src *unstruct
 		status = string(metav1.ConditionTrue)
 	}
 	want := Outcome{Status: status, Reason: reason, Message: message, SpecHash: SpecHash(src)}
-	cond := map[string]any{"type": ConditionRemoteSynced, "status": status, "reason": reason, "message": message}
+	cond := map[string]any{"type": v1alpha1.ConditionRemoteSynced, "status": status, "reason": reason, "message": message}
 	if shape.StatusSubresource {
 		cond["observedGeneration"] = src.GetGeneration()
 	}
@@ -102,7 +101,7 @@ func SetRemoteSynced(ctx context.Context, c client.Client, k Kind, src *unstruct
 		if ann == nil {
 			ann = map[string]string{}
 		}
-		ann[OutcomeAnnotation] = string(data)
+		ann[v1alpha1.OutcomeAnnotation] = string(data)
 		src.SetAnnotations(ann)
 		if !shape.StatusSubresource && !condCurrent {
 			setCondition(src, shape, cond) // one write for both
@@ -135,7 +134,7 @@ func MirrorStatus(ctx context.Context, c client.Client, k Kind, src *unstructure
 	var conds []any
 	if list, ok := want["conditions"].([]any); ok {
 		for _, item := range list {
-			if m, _ := item.(map[string]any); m["type"] != ConditionRemoteSynced {
+			if m, _ := item.(map[string]any); m["type"] != v1alpha1.ConditionRemoteSynced {
 				conds = append(conds, item)
 			}
 		}
@@ -170,7 +169,7 @@ func patchStatus(ctx context.Context, c client.Client, shape Shape, src, before 
 func findCondition(src *unstructured.Unstructured) map[string]any {
 	conds, _, _ := unstructured.NestedSlice(src.Object, "status", "conditions")
 	for _, raw := range conds {
-		if m, ok := raw.(map[string]any); ok && m["type"] == ConditionRemoteSynced {
+		if m, ok := raw.(map[string]any); ok && m["type"] == v1alpha1.ConditionRemoteSynced {
 			return m
 		}
 	}
@@ -212,7 +211,7 @@ func setCondition(src *unstructured.Unstructured, shape Shape, cond map[string]a
 	var out []any
 	list, _ := status["conditions"].([]any)
 	for _, item := range list {
-		if m, _ := item.(map[string]any); m["type"] != ConditionRemoteSynced {
+		if m, _ := item.(map[string]any); m["type"] != v1alpha1.ConditionRemoteSynced {
 			out = append(out, item)
 		}
 	}

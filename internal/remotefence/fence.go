@@ -230,4 +230,3 @@ var errNotEnforced = errors.New("not enforced")
 type impersonationError struct{ err error }
 
 func (e *impersonationError) Error() string { return "impersonation refused: " + e.err.Error() }
-

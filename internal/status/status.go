@@ -59,7 +59,7 @@ type Report struct {
 func Collect(ctx context.Context, c client.Reader, namespace string, kinds []remotecopy.Kind) (*Report, error) {
 	now := time.Now()
 	var leases coordinationv1.LeaseList
-	if err := c.List(ctx, &leases, client.InNamespace(namespace), client.HasLabels{shard.RoleLabel}); err != nil {
+	if err := c.List(ctx, &leases, client.InNamespace(namespace), client.HasLabels{v1alpha1.LeaseRoleLabel}); err != nil {
 		return nil, fmt.Errorf("list Leases: %w", err)
 	}
 	var rcs v1alpha1.RemoteClusterList
@@ -88,7 +88,7 @@ func Collect(ctx context.Context, c client.Reader, namespace string, kinds []rem
 		if l.Spec.HolderIdentity != nil {
 			holder = *l.Spec.HolderIdentity
 		}
-		switch l.Labels[shard.RoleLabel] {
+		switch l.Labels[v1alpha1.LeaseRoleLabel] {
 		case "cluster":
 			if c := shard.LeaseCluster(l); c != "" {
 				holders[c] = l
@@ -97,7 +97,7 @@ func Collect(ctx context.Context, c client.Reader, namespace string, kinds []rem
 			if holder == "" {
 				continue
 			}
-			rep := &Replica{Name: shard.HolderName(holder), Incarnation: holder, Leaving: l.Annotations[shard.LeavingAnnotation] == "true"}
+			rep := &Replica{Name: shard.HolderName(holder), Incarnation: holder, Leaving: l.Annotations[v1alpha1.LeavingAnnotation] == "true"}
 			if l.Spec.AcquireTime != nil {
 				rep.MembershipAge = now.Sub(l.Spec.AcquireTime.Time).Round(time.Second)
 			}

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	examplev1alpha1 "github.com/clustershard/clustershard/api/example/v1alpha1"
+	"github.com/clustershard/clustershard/api/v1alpha1"
 	"github.com/clustershard/clustershard/internal/remotecopy"
 	"github.com/clustershard/clustershard/internal/tools/fleet"
 )
@@ -72,7 +73,7 @@ func (d *demo) showMirroring(ctx context.Context, cluster, scope string, remote 
 func (d *demo) printSource(src *examplev1alpha1.StrictChaos, step string) {
 	out, _ := yaml.Marshal(map[string]any{"status": src.Status})
 	fmt.Fprintf(d.out, "    %s: the source in the management cluster shows\n", step)
-	fmt.Fprintf(d.out, "      annotation %s: %s\n", remotecopy.OutcomeAnnotation, src.Annotations[remotecopy.OutcomeAnnotation])
+	fmt.Fprintf(d.out, "      annotation %s: %s\n", v1alpha1.OutcomeAnnotation, src.Annotations[v1alpha1.OutcomeAnnotation])
 	for _, line := range strings.Split(strings.TrimRight(string(out), "\n"), "\n") {
 		fmt.Fprintf(d.out, "      %s\n", line)
 	}

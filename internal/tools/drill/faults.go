@@ -410,7 +410,7 @@ func duplicateIdentityFault(ctx context.Context, r *Runner, res *Result) error {
 	if err := r.c.Get(ctx, client.ObjectKey{Namespace: Namespace, Name: shard.MemberLeaseName(victim)}, &member); err != nil {
 		return err
 	}
-	if member.Annotations[shard.LeavingAnnotation] == "true" {
+	if member.Annotations[v1alpha1.LeavingAnnotation] == "true" {
 		res.note("I2", "the second process of %s marked the first one leaving when it stopped", victim)
 	}
 	return r.stayed(ctx, res, victim, owned, "after a second process of it stopped")

@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	examplev1alpha1 "github.com/clustershard/clustershard/api/example/v1alpha1"
-	"github.com/clustershard/clustershard/internal/remotecopy"
+	"github.com/clustershard/clustershard/api/v1alpha1"
 	"github.com/clustershard/clustershard/internal/test/localcluster"
 	"github.com/clustershard/clustershard/internal/tools/fleet"
 	"github.com/clustershard/clustershard/shard"
@@ -22,7 +22,7 @@ import (
 // holders returns the holder of every cluster Lease.
 func (r *Runner) holders(ctx context.Context) (map[string]string, error) {
 	var list coordinationv1.LeaseList
-	if err := r.c.List(ctx, &list, client.InNamespace(Namespace), client.MatchingLabels{shard.RoleLabel: "cluster"}); err != nil {
+	if err := r.c.List(ctx, &list, client.InNamespace(Namespace), client.MatchingLabels{v1alpha1.LeaseRoleLabel: "cluster"}); err != nil {
 		return nil, err
 	}
 	out := map[string]string{}
@@ -282,7 +282,7 @@ func (r *Runner) convergenceProblems(ctx context.Context, duration string) []str
 			problems = append(problems, key+": source names a cluster outside the fleet")
 			continue
 		}
-		cond := meta.FindStatusCondition(src.Status.Conditions, remotecopy.ConditionRemoteSynced)
+		cond := meta.FindStatusCondition(src.Status.Conditions, v1alpha1.ConditionRemoteSynced)
 		switch {
 		case cond == nil:
 			problems = append(problems, key+": no RemoteSynced condition")
@@ -295,8 +295,8 @@ func (r *Runner) convergenceProblems(ctx context.Context, duration string) []str
 		switch {
 		case err != nil:
 			problems = append(problems, key+": no remote copy: "+err.Error())
-		case cp.Labels[remotecopy.ClusterLabel] != cl.Name:
-			problems = append(problems, fmt.Sprintf("%s: the remote copy is %s's", key, cp.Labels[remotecopy.ClusterLabel]))
+		case cp.Labels[v1alpha1.CopyClusterLabel] != cl.Name:
+			problems = append(problems, fmt.Sprintf("%s: the remote copy is %s's", key, cp.Labels[v1alpha1.CopyClusterLabel]))
 		case cp.Spec.Duration != src.Spec.Duration || cp.Spec.Action != src.Spec.Action || (src.Spec.Duration != duration && !strings.HasPrefix(src.Name, "churn-")):
 			problems = append(problems, key+": remote copy has an old spec")
 		}
@@ -306,7 +306,7 @@ func (r *Runner) convergenceProblems(ctx context.Context, duration string) []str
 	// behind in the cluster a source moved away from.
 	for _, cl := range r.clusters {
 		var copies examplev1alpha1.ExampleChaosList
-		if err := r.remote(cl.Remote).List(ctx, &copies, client.MatchingLabels{remotecopy.ClusterLabel: cl.Name}); err != nil {
+		if err := r.remote(cl.Remote).List(ctx, &copies, client.MatchingLabels{v1alpha1.CopyClusterLabel: cl.Name}); err != nil {
 			return []string{err.Error()}
 		}
 		for _, cp := range copies.Items {

@@ -1,0 +1,134 @@
+package v1alpha1
+
+// Condition types and reasons that are not RemoteCluster condition types:
+// the condition clustershard keeps on sources, and the reasons (also event
+// reasons) of RemoteCluster and source conditions. The one place each is
+// defined.
+const (
+	// ConditionRemoteSynced is the condition set on sources.
+	ConditionRemoteSynced = "RemoteSynced"
+
+	// ReasonSecretNotFound is a condition reason.
+	ReasonSecretNotFound = "SecretNotFound"
+
+	// ReasonSecretKeyNotFound is a condition reason.
+	ReasonSecretKeyNotFound = "SecretKeyNotFound"
+
+	// ReasonUnreachable is a condition reason.
+	ReasonUnreachable = "Unreachable"
+
+	// ReasonReachable is a condition reason.
+	ReasonReachable = "Reachable"
+
+	// ReasonInstallFailed is a condition reason.
+	ReasonInstallFailed = "InstallFailed"
+
+	// ReasonInstalled is a condition reason.
+	ReasonInstalled = "Installed"
+
+	// ReasonNothingToInstall is a condition reason.
+	ReasonNothingToInstall = "NothingToInstall"
+
+	// ReasonSpawnFailed is a condition reason.
+	ReasonSpawnFailed = "SpawnFailed"
+
+	// ReasonManagerRunning is a condition reason.
+	ReasonManagerRunning = "ManagerRunning"
+
+	// ReasonManagerFailed is a condition reason.
+	ReasonManagerFailed = "ManagerFailed"
+
+	// ReasonNotConnected is a condition reason.
+	ReasonNotConnected = "NotConnected"
+
+	// ReasonLeaseHeld is a condition reason.
+	ReasonLeaseHeld = "LeaseHeld"
+
+	// ReasonCRDKept: cleanupPolicy Delete kept a CRD clustershard created
+	// because it holds objects clustershard did not create.
+	ReasonCRDKept = "CRDKept"
+
+	// ReasonCleanupAbandoned: cleanupPolicy Delete could not clean up within
+	// CleanupTimeout; the RemoteCluster was let go without it.
+	ReasonCleanupAbandoned = "CleanupAbandoned"
+
+	// ReasonFenceFailed is the reason when the ownership epoch could not be
+	// raised in the remote cluster (it did not answer, or refused for another reason than the ones
+	// remotefence reports); nothing is written there until it is.
+	ReasonFenceFailed = "FenceFailed"
+
+	// ReasonEpochSuperseded is the reason of the event when the running
+	// manager's epoch was superseded in the remote cluster.
+	ReasonEpochSuperseded = "EpochSuperseded"
+
+	// ReasonChartPending is a condition reason.
+	ReasonChartPending = "ChartPending"
+
+	// ReasonHelmInstalled is a condition reason.
+	ReasonHelmInstalled = "HelmInstalled"
+
+	// ReasonHelmUpgraded is a condition reason.
+	ReasonHelmUpgraded = "HelmUpgraded"
+
+	// ReasonHelmRecovered is a condition reason.
+	ReasonHelmRecovered = "HelmRecovered"
+
+	// ReasonHelmUninstall is a condition reason.
+	ReasonHelmUninstall = "HelmUninstalled"
+
+	// ReasonHelmFailed is a condition reason.
+	ReasonHelmFailed = "HelmFailed"
+
+	// ReasonSynced is a condition reason.
+	ReasonSynced = "Synced"
+
+	// ReasonClusterNotFound is a condition reason.
+	ReasonClusterNotFound = "ClusterNotFound"
+
+	// ReasonClusterNotReady is a condition reason.
+	ReasonClusterNotReady = "ClusterNotReady"
+
+	// ReasonClusterUnowned: no replica runs the source's cluster (its Lease
+	// is free and not acquired, or names a replica that does not renew)
+	// for longer than UnownedGrace; written by one replica, retried.
+	ReasonClusterUnowned = "ClusterUnowned"
+
+	// ReasonSyncFailed is a condition reason.
+	ReasonSyncFailed = "SyncFailed"
+
+	// ReasonDeleting is a condition reason.
+	ReasonDeleting = "DeletingRemoteCopy"
+
+	// ReasonWebhookRefused: an admission webhook of the remote cluster
+	// refused the copy.
+	ReasonWebhookRefused = "WebhookRefused"
+
+	// ReasonWebhookUnavailable: a webhook of the remote cluster with
+	// failurePolicy Fail cannot be called (say chaos-controller-manager is
+	// down), so every write of the copy is refused until it is back.
+	ReasonWebhookUnavailable = "WebhookUnavailable"
+
+	// ReasonCopyLeftBehind: a source moved away from a cluster whose
+	// RemoteCluster no longer exists; its copy there could not be removed.
+	ReasonCopyLeftBehind = "CopyLeftBehind"
+
+	// ReasonRecreating: the old copy is deleted so that one with the new
+	// spec can be created (update strategy Recreate, or Auto after the
+	// remote refused the change).
+	ReasonRecreating = "RecreatingCopy"
+
+	// ReasonNamespaceMissing: the copy's namespace is missing remotely.
+	ReasonNamespaceMissing = "NamespaceMissing"
+
+	// ReasonForbidden: the remote kubeconfig may not write the copy.
+	ReasonForbidden = "Forbidden"
+
+	// ReasonKubeConfigMalformed: the content does not parse as a kubeconfig.
+	ReasonKubeConfigMalformed = "KubeConfigMalformed"
+
+	// ReasonKubeConfigIncomplete: no current context, cluster or server.
+	ReasonKubeConfigIncomplete = "KubeConfigIncomplete"
+
+	// ReasonKubeConfigExecNotAllowed: exec or auth-provider credentials while not allowed.
+	ReasonKubeConfigExecNotAllowed = "KubeConfigExecNotAllowed"
+)
