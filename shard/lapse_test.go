@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	clocktesting "k8s.io/utils/clock/testing"
 )
 
 // A renewal sent while membership was valid but answered after it had
@@ -13,14 +14,16 @@ import (
 // ownership from before must stay void (rule 4).
 func TestLateRenewalStartsANewEpoch(t *testing.T) {
 	lapses := 0
-	m := &membership{o: &Options{RenewDeadline: 100 * time.Millisecond, Logger: logr.Discard()}, onLapse: func() { lapses++ }}
-	m.renewed(time.Now())
+	t0 := time.Unix(1_000_000, 0)
+	clk := clocktesting.NewFakePassiveClock(t0)
+	m := &membership{o: &Options{RenewDeadline: 100 * time.Millisecond, Logger: logr.Discard(), Clock: clk}, onLapse: func() { lapses++ }}
+	m.renewed(t0)
 	_, first, ok := m.valid()
 	if !ok {
 		t.Fatal("not valid after a renewal")
 	}
-	sent := time.Now() // a renewal sent while still valid ...
-	time.Sleep(150 * time.Millisecond)
+	sent := t0.Add(50 * time.Millisecond) // a renewal sent while still valid ...
+	clk.SetTime(t0.Add(150 * time.Millisecond))
 	if _, _, ok := m.valid(); ok {
 		t.Fatal("still valid past the renew deadline")
 	}

@@ -159,7 +159,7 @@ func TestRule1FreeLease(t *testing.T) {
 			for _, s := range tc.seen {
 				c.obs.observe(s.l, t0.Add(s.at))
 			}
-			if tc.l == nil {
+			if tc.l == nil && len(tc.seen) > 0 {
 				c.obs.absent(map[string]*coordinationv1.Lease{}, t0.Add(tc.seen[len(tc.seen)-1].at))
 			}
 			live := map[string]bool{}
@@ -168,7 +168,7 @@ func TestRule1FreeLease(t *testing.T) {
 			}
 			now := t0.Add(tc.at)
 			clk.SetTime(now)
-			if got := c.free(t.Context(), "c1", tc.l, live, now); got != tc.want {
+			if got := c.free(t.Context(), cl, tc.l, live, now); got != tc.want {
 				t.Errorf("free = %v, want %v", got, tc.want)
 			}
 		})

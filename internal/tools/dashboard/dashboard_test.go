@@ -21,7 +21,7 @@ import (
 )
 
 // generatedDir is where hack/gen-dashboard writes the dashboard.
-var generatedDir = filepath.Join("..", "..", "deploy", "monitoring", "grafana")
+var generatedDir = filepath.Join("..", "..", "..", "deploy", "monitoring", "grafana")
 
 // wantRows are the dashboard's rows, top to bottom.
 var wantRows = []string{
