@@ -18,17 +18,9 @@ import (
 // renewal, which must not revive the victim's old ownership, and remote
 // writes, which must not land in another replica's authority (I1).
 func blackholeFault(ctx context.Context, r *Runner, res *Result) error {
-	victim, owned, err := r.victim(ctx)
-	if err != nil {
-		return err
-	}
-	res.Victim = victim
-	remotes, restore, err := r.proxyClusters(ctx, res, owned)
+	victim, owned, remotes, restore, err := r.victimBehindProxies(ctx, res)
 	defer restore()
 	if err != nil {
-		return err
-	}
-	if owned, err = r.clustersOf(ctx, victim); err != nil {
 		return err
 	}
 	p := r.proxies[victim]
@@ -50,6 +42,24 @@ func blackholeFault(ctx context.Context, r *Runner, res *Result) error {
 	r.moved(ctx, res, "", owned, at, r.crashBound())
 	<-healed // held past the lease duration even if the take-over was quick
 	return nil
+}
+
+// victimBehindProxies picks the victim (res.Victim) and points the
+// kubeconfigs of the clusters it owns through proxies of the runner
+// (proxyClusters). It returns the victim, the clusters it owns once it has
+// picked up the new kubeconfigs, and their proxies; call restore even when
+// an error is returned.
+func (r *Runner) victimBehindProxies(ctx context.Context, res *Result) (victim string, owned []string, remotes []*netproxy.Proxy, restore func(), err error) {
+	restore = func() {}
+	if victim, owned, err = r.victim(ctx); err != nil {
+		return "", nil, nil, restore, err
+	}
+	res.Victim = victim
+	if remotes, restore, err = r.proxyClusters(ctx, res, owned); err != nil {
+		return victim, nil, nil, restore, err
+	}
+	owned, err = r.clustersOf(ctx, victim)
+	return victim, owned, remotes, restore, err
 }
 
 // proxyClusters points the kubeconfigs of clusters through proxies of the

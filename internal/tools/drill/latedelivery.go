@@ -7,7 +7,6 @@ import (
 
 	"github.com/clustershard/clustershard/internal/remotefence"
 	"github.com/clustershard/clustershard/internal/test/localcluster"
-	"github.com/clustershard/clustershard/internal/test/netproxy"
 	"github.com/clustershard/clustershard/shard"
 )
 
@@ -24,12 +23,7 @@ import (
 // (the ownership epoch), which I1 checks; the note says how many were
 // delivered late and how each ended.
 func lateDeliveryFault(ctx context.Context, r *Runner, res *Result) error {
-	victim, owned, err := r.victim(ctx)
-	if err != nil {
-		return err
-	}
-	res.Victim = victim
-	remotes, restore, err := r.proxyClusters(ctx, res, owned)
+	victim, owned, remotes, restore, err := r.victimBehindProxies(ctx, res)
 	defer restore()
 	if err != nil {
 		return err
@@ -41,9 +35,6 @@ func lateDeliveryFault(ctx context.Context, r *Runner, res *Result) error {
 		}
 	}
 	defer heal()
-	if owned, err = r.clustersOf(ctx, victim); err != nil {
-		return err
-	}
 	trigger := make(chan struct{}, len(remotes))
 	for _, p := range remotes {
 		ch := p.HoldAtWrite(writeChunk)
@@ -71,15 +62,15 @@ func lateDeliveryFault(ctx context.Context, r *Runner, res *Result) error {
 	r.moved(ctx, res, "", owned, at, r.crashBound())
 	time.Sleep(2 * time.Second) // the new owners write meanwhile
 	heal()
-	// What was held lands, and TrailDelay later what followed it.
+	// What was held lands (what followed it, netproxy.TrailDelay later).
 	var late string
 	var n int
 	var epochs bool
-	for deadline := time.Now().Add(netproxy.TrailDelay + 10*time.Second); ; {
+	for deadline := time.Now().Add(10 * time.Second); ; {
 		if late, n, epochs, err = r.lateWrites(victim, owned, at); err != nil {
 			return err
 		}
-		if (n > 0 || !epochs) && time.Now().After(at.Add(netproxy.TrailDelay)) || time.Now().After(deadline) {
+		if n > 0 || !epochs || time.Now().After(deadline) {
 			break
 		}
 		select {
