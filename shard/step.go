@@ -2,6 +2,7 @@ package shard
 
 import (
 	"context"
+	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -9,6 +10,47 @@ import (
 	"github.com/clustershard/clustershard/api/v1alpha1"
 	"github.com/clustershard/clustershard/internal/metrics"
 )
+
+// A pass of the coordinator (step) reads the world once (observe), decides
+// from that reading alone (plan: the ring, which held clusters to lose or
+// hand over, whether this pass may take any), then acts (apply: Lease writes
+// and Handler calls, in the order the rules of doc.go require).
+
+// reading is what one pass read.
+type reading struct {
+	// now is when the Lease list returned.
+	now time.Time
+	// members are the membership Leases; leases the cluster Leases by name.
+	members []coordinationv1.Lease
+	leases  map[string]*coordinationv1.Lease
+	// names are the RemoteClusters; exists the same as a set.
+	names  []string
+	exists map[string]bool
+	// live are the members not expired by locally observed time (holder
+	// identities); leaving those of them that announced they leave.
+	live, leaving map[string]bool
+	// epoch and valid are this replica's membership epoch and whether its
+	// membership holds (rule 4); selfLeaving whether it is shutting down.
+	epoch       uint64
+	valid       bool
+	selfLeaving bool
+}
+
+// active reports whether this replica counts on the ring in this pass.
+func (o *reading) active() bool { return o.valid && !o.selfLeaving }
+
+// plan is what one pass decided from its reading.
+type plan struct {
+	// ring and assign are the ring over the active members and its
+	// assignment of every RemoteCluster.
+	ring   *Ring
+	assign map[string]string
+	// losses are held clusters whose Lease is gone or changed by someone
+	// else; handovers held clusters the ring moved away (or deleted).
+	losses, handovers []string
+	// take says whether this pass may acquire: this replica is on the ring.
+	take bool
+}
 
 // listLeases reads the membership and cluster Leases.
 func (c *Coordinator) listLeases(ctx context.Context) (members []coordinationv1.Lease, clusters map[string]*coordinationv1.Lease, err error) {
@@ -38,30 +80,49 @@ func (c *Coordinator) step(ctx context.Context) {
 	}
 	// Every exit path reports what is owned now: a fenced replica owns nothing.
 	defer func() { metrics.OwnedClusters.Set(float64(len(c.Owned()))) }()
+	obs, ok := c.observe(ctx)
+	if !ok {
+		return
+	}
+	p, err := c.plan(obs)
+	if err != nil {
+		c.log.Error(err, "Invalid ring options")
+		return
+	}
+	c.apply(ctx, obs, p)
+}
+
+// observe reads the Leases and RemoteClusters, updates the locally observed
+// times of every Lease and publishes the view (holders, members) that
+// status and the controllers read. It writes nothing but metrics.
+func (c *Coordinator) observe(ctx context.Context) (*reading, bool) {
 	members, leases, err := c.listLeases(ctx)
 	if err != nil {
 		c.log.Error(err, "Cannot list Leases")
 		c.fenceInvalid()
-		return
+		return nil, false
 	}
 	// Stamped when the read returned, not when it was sent: a renewal that
 	// landed during a slow List must not look older than it is, or the
 	// margin between lease duration and renew deadline shrinks by the delay.
-	now := c.o.Clock.Now()
-	names, err := c.o.Clusters()
-	if err != nil {
+	o := &reading{now: c.o.Clock.Now(), members: members, leases: leases}
+	if o.names, err = c.o.Clusters(); err != nil {
 		c.log.Error(err, "Cannot list RemoteClusters")
-		return
+		return nil, false
 	}
-	live, leaving := c.obs.members(members, now)
+	o.exists = make(map[string]bool, len(o.names))
+	for _, n := range o.names {
+		o.exists[n] = true
+	}
+	o.live, o.leaving = c.obs.members(members, o.now)
 	c.noteTimings(members)
 	view := View{Members: map[string]bool{}, Holders: map[string]Holding{}}
-	for m := range live {
-		view.Members[HolderName(m)] = !leaving[m]
+	for m := range o.live {
+		view.Members[HolderName(m)] = !o.leaving[m]
 	}
-	c.obs.absent(leases, now)
+	c.obs.absent(leases, o.now)
 	for _, l := range leases {
-		c.obs.observe(l, now)
+		c.obs.observe(l, o.now)
 		if h, cl := holderOf(l), LeaseCluster(l); h != "" && cl != "" {
 			hold := Holding{Holder: HolderName(h), Incarnation: h}
 			if l.Spec.AcquireTime != nil {
@@ -70,102 +131,113 @@ func (c *Coordinator) step(ctx context.Context) {
 			view.Holders[cl] = hold
 		}
 	}
+	_, o.epoch, o.valid = c.member.valid()
 	c.mu.Lock()
 	c.view = view
+	o.selfLeaving = c.leaving
 	c.mu.Unlock()
-	_, epoch, valid := c.member.valid()
 
-	c.mu.Lock()
-	selfLeaving := c.leaving
-	c.mu.Unlock()
-	if valid && !selfLeaving {
-		c.rejoin(ctx, members)
-	}
-	ringMembers := make([]string, 0, len(live)+1)
-	for m := range live {
-		if !leaving[m] && HolderName(m) != c.o.Identity {
-			ringMembers = append(ringMembers, HolderName(m))
-		}
-	}
-	if valid && !selfLeaving {
-		ringMembers = append(ringMembers, c.o.Identity)
-	}
-	metrics.RingMembers.Set(float64(len(ringMembers)))
-	if valid {
+	metrics.Clusters.Set(float64(len(o.names)))
+	if o.valid {
 		metrics.Fenced.Set(0)
 	} else {
 		metrics.Fenced.Set(1)
 	}
-	metrics.Clusters.Set(float64(len(names)))
-	metrics.UnownedClusters.Set(float64(c.unowned(names, leases, live, valid, now)))
+	metrics.UnownedClusters.Set(float64(c.unowned(o.names, leases, o.live, o.valid, o.now)))
+	return o, true
+}
+
+// plan decides from an reading alone: the ring over the active
+// members, the held clusters to lose (rule 1's other side: the Lease is no
+// longer ours) or hand over (rule 3), and whether to acquire this pass.
+func (c *Coordinator) plan(o *reading) (*plan, error) {
+	ringMembers := make([]string, 0, len(o.live)+1)
+	for m := range o.live {
+		if !o.leaving[m] && HolderName(m) != c.o.Identity {
+			ringMembers = append(ringMembers, HolderName(m))
+		}
+	}
+	if o.active() {
+		ringMembers = append(ringMembers, c.o.Identity)
+	}
+	metrics.RingMembers.Set(float64(len(ringMembers)))
 	ring, err := NewRing(ringMembers, c.o.Ring)
 	if err != nil {
-		c.log.Error(err, "Invalid ring options")
-		return
+		return nil, err
 	}
-	assign := ring.Assign(names)
+	p := &plan{ring: ring, assign: ring.Assign(o.names)}
 	c.mu.Lock()
 	c.ring = ring
-	c.mu.Unlock()
-	exists := make(map[string]bool, len(names))
-	for _, n := range names {
-		exists[n] = true
-	}
-
-	c.fenceInvalid()
-	// Clusters we hold: keep, lose or hand over.
-	c.mu.Lock()
-	var handovers, losses []string
 	for n, st := range c.clusters {
 		if st.phase != phaseOwned {
 			continue
 		}
-		lease := leases[ClusterLeaseName(n)]
+		lease := o.leases[ClusterLeaseName(n)]
 		switch {
 		case lease == nil || holderOf(lease) != c.o.self:
-			losses = append(losses, n) // deleted or taken by hand: not ours any more
-		case !exists[n] || assign[n] != c.o.Identity:
-			handovers = append(handovers, n)
+			p.losses = append(p.losses, n) // deleted or taken by hand: not ours any more
+		case !o.exists[n] || p.assign[n] != c.o.Identity:
+			p.handovers = append(p.handovers, n)
 		}
 	}
 	c.mu.Unlock()
-	for _, n := range losses {
-		if c.cacheBehind(ctx, n, leases[ClusterLeaseName(n)]) {
+	p.take = o.active()
+	return p, nil
+}
+
+// apply acts on a plan: it re-joins if needed, fences what is no longer
+// valid (rule 4), gives up lost clusters, hands over moved ones (rule 3,
+// rate limited), sweeps Leases nobody tracks, then acquires the assigned
+// clusters that are free now (rule 1; rule 2 runs in acquire).
+func (c *Coordinator) apply(ctx context.Context, o *reading, p *plan) {
+	if o.active() {
+		c.rejoin(ctx, o.members)
+	}
+	c.fenceInvalid()
+	for _, n := range p.losses {
+		if c.cacheBehind(ctx, n, o.leases[ClusterLeaseName(n)]) {
 			continue
 		}
 		c.lose(ctx, n, "Lease changed by someone else")
 	}
-	for _, n := range handovers {
-		if !exists[n] || c.limit.Allow() {
-			c.handOver(ctx, n, !exists[n])
+	for _, n := range p.handovers {
+		if !o.exists[n] || c.limit.Allow() {
+			c.handOver(ctx, n, !o.exists[n])
 		}
 	}
-	c.sweep(ctx, leases, assign, exists, valid && !selfLeaving)
-	if !valid || selfLeaving || c.o.Clock.Since(c.joined()) < c.o.RetryPeriod {
-		// Take nothing in the first retry period of membership: replicas
-		// starting together see each other first instead of one of them
-		// grabbing every cluster and handing most of them over again.
+	c.sweep(ctx, o.leases, p.assign, o.exists, o.active())
+	if !p.take || c.o.Clock.Since(c.joined()) < c.o.RetryPeriod {
+		// Take nothing in the first retry period of membership (read now,
+		// after this pass's writes): replicas starting together see each
+		// other first instead of one of them grabbing every cluster and
+		// handing most of them over again.
 		return
 	}
-	// Clusters assigned to us: acquire the free ones.
+	c.acquireAssigned(ctx, o, p)
+	c.catchUp(p.assign)
+}
+
+// acquireAssigned acquires the clusters the ring assigns to this replica
+// whose Lease is free now (after this pass's losses and hand-overs).
+func (c *Coordinator) acquireAssigned(ctx context.Context, o *reading, p *plan) {
 	var free []string
-	for _, n := range names {
-		if assign[n] != c.o.Identity {
+	for _, n := range o.names {
+		if p.assign[n] != c.o.Identity {
 			delete(c.wanted, n)
 			continue
 		}
 		if _, ok := c.wanted[n]; !ok {
-			c.wanted[n] = now
+			c.wanted[n] = o.now
 		}
 		c.mu.Lock()
 		st := c.clusters[n]
 		busy := st != nil && st.phase != phaseFree
 		c.mu.Unlock()
-		if !busy && c.free(ctx, ClusterLeaseName(n), leases[ClusterLeaseName(n)], live, now) {
+		if !busy && c.free(ctx, ClusterLeaseName(n), o.leases[ClusterLeaseName(n)], o.live, o.now) {
 			free = append(free, n)
 		}
 	}
-	for n, err := range c.acquireAll(ctx, free, leases, epoch, live) {
+	for n, err := range c.acquireAll(ctx, free, o.leases, o.epoch, o.live) {
 		if err != nil {
 			c.log.V(1).Info("Cluster Lease not acquired", "cluster", n, "reason", err.Error())
 			c.acquireErr[n] = err
@@ -174,5 +246,4 @@ func (c *Coordinator) step(ctx context.Context) {
 		delete(c.acquireErr, n)
 		delete(c.wanted, n)
 	}
-	c.catchUp(assign)
 }
