@@ -59,6 +59,10 @@ type Options struct {
 	Burst int
 	// StartTimeout bounds the start of a remote fx app (default 30s).
 	StartTimeout time.Duration
+	// StopGrace is how long a stopping remote manager waits for its
+	// controllers to finish (controller-runtime's graceful shutdown;
+	// default 10s).
+	StopGrace time.Duration
 
 	// ProbeInterval is how often a running cluster's /version is probed
 	// (default 10s); ProbeTimeout bounds one probe (default 5s); after
@@ -75,6 +79,17 @@ type Options struct {
 	OnEvent func(Event)
 }
 
+// Defaults of Options, also the defaults of the replica's flags.
+const (
+	DefaultQPS                   = 20
+	DefaultBurst                 = 40
+	DefaultStartTimeout          = 30 * time.Second
+	DefaultStopGrace             = 10 * time.Second
+	DefaultProbeInterval         = 10 * time.Second
+	DefaultProbeTimeout          = 5 * time.Second
+	DefaultProbeFailureThreshold = 3
+)
+
 func (o *Options) defaults() error {
 	if o.ManageClient == nil {
 		return errors.New("registry: ManageClient is required")
@@ -83,22 +98,25 @@ func (o *Options) defaults() error {
 		return errors.New("registry: Scheme is required")
 	}
 	if o.QPS == 0 {
-		o.QPS = 20
+		o.QPS = DefaultQPS
 	}
 	if o.Burst == 0 {
-		o.Burst = 40
+		o.Burst = DefaultBurst
 	}
 	if o.StartTimeout == 0 {
-		o.StartTimeout = 30 * time.Second
+		o.StartTimeout = DefaultStartTimeout
+	}
+	if o.StopGrace == 0 {
+		o.StopGrace = DefaultStopGrace
 	}
 	if o.ProbeInterval == 0 {
-		o.ProbeInterval = 10 * time.Second
+		o.ProbeInterval = DefaultProbeInterval
 	}
 	if o.ProbeTimeout == 0 {
-		o.ProbeTimeout = 5 * time.Second
+		o.ProbeTimeout = DefaultProbeTimeout
 	}
 	if o.ProbeFailureThreshold == 0 {
-		o.ProbeFailureThreshold = 3
+		o.ProbeFailureThreshold = DefaultProbeFailureThreshold
 	}
 	return nil
 }

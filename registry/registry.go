@@ -67,7 +67,7 @@ func (r *Registry) Spawn(name string, cfg *rest.Config, opts ...SpawnOption) err
 		namespaces: so.namespaces,
 		log:        r.opts.Logger.WithValues("cluster", name),
 		gate:       newGate(r.ctx, name, r.opts.Fence),
-		stopGrace:  10 * time.Second,
+		stopGrace:  r.opts.StopGrace,
 		report:     r.opts.OnEvent,
 		mgrDone:    make(chan struct{}),
 		startDone:  make(chan struct{}),

@@ -15,6 +15,10 @@
 //     through small interfaces of their own and never import shard.
 //   - This assembly, then cmd/clustershard (flags, `run`, `status`).
 //
+// Every timing and limit has one default, a Default* constant of the package
+// that uses it; DefaultOptions (defaults.go) gathers them, and the flags of
+// cmd/clustershard take their defaults from it.
+//
 // Tools and harnesses live apart (internal/tools, internal/test,
 // cmd/clustershard-dev) and the product never links them; .golangci.yml
 // (depguard) keeps it so.
@@ -25,9 +29,9 @@
 // controller namespace only; replicated kinds read as unstructured from the
 // cache); the status shape of each replicated kind, read once from its CRD;
 // the coordinator, with the Notifier as its Handler; the registry, with the
-// coordinator as its Fence and the Notifier as its OnEvent; then the
-// RemoteCluster controller, one replicate controller per kind and the CRD
-// shape controller. The Replica itself is a runnable of the manager: once
+// coordinator as its Fence and the Notifier as its OnEvent; then
+// controllers.Add registers the RemoteCluster controller, one replicate
+// controller per kind and the CRD shape controller. The Replica itself is a runnable of the manager: once
 // the caches have synced, Start runs the coordinator.
 //
 // # A cluster comes to this replica

@@ -24,7 +24,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/clustershard/clustershard/api/v1alpha1"
-	"github.com/clustershard/clustershard/controllers/crdshape"
+	"github.com/clustershard/clustershard/controllers"
 	"github.com/clustershard/clustershard/controllers/monitor"
 	"github.com/clustershard/clustershard/controllers/remotecluster"
 	"github.com/clustershard/clustershard/controllers/replicate"
@@ -61,8 +61,22 @@ type Options struct {
 	// MetricsBindAddress and HealthProbeBindAddress: "0" disables them.
 	MetricsBindAddress     string
 	HealthProbeBindAddress string
-	// ShutdownTimeout bounds the hand-over on shutdown (default 30s).
+	// ShutdownTimeout bounds the hand-over on shutdown (default
+	// DefaultShutdownTimeout).
 	ShutdownTimeout time.Duration
+	// RemoteStartTimeout bounds the start of a remote manager's fx app
+	// (default registry.DefaultStartTimeout).
+	RemoteStartTimeout time.Duration
+	// InstallTimeout and HelmTimeout bound spec.install's waits and its
+	// Helm operations (defaults in package remotecluster).
+	InstallTimeout time.Duration
+	HelmTimeout    time.Duration
+	// UnownedGrace is how long a source's cluster may have no running
+	// owner before the source says so (default twice the lease duration);
+	// Recheck how often such a source, or one naming no RemoteCluster, is
+	// looked at again (default replicate.DefaultRecheck).
+	UnownedGrace time.Duration
+	Recheck      time.Duration
 	// RemoteModules are extra remote modules (the monitor is always added).
 	RemoteModules []fx.Option
 	// Logger is the root logger.
@@ -71,10 +85,11 @@ type Options struct {
 	// (clustershard_cluster_owned, clustershard_remote_cluster_up).
 	PerClusterMetrics bool
 	// Resync re-reconciles each owned RemoteCluster this often (default
-	// 1m); it is also the period of the Helm release's check.
+	// remotecluster.DefaultResync); it is also the period of the Helm
+	// release's check.
 	Resync time.Duration
 	// CleanupTimeout bounds the remote cleanup of a deleted RemoteCluster
-	// (cleanupPolicy Delete); default 5m.
+	// (cleanupPolicy Delete); default remotecluster.DefaultCleanupTimeout.
 	CleanupTimeout time.Duration
 	// Charts configures the cache of spec.install.helm charts (its Log is
 	// filled in).
@@ -100,9 +115,7 @@ type Replica struct {
 
 // New assembles a replica against the management cluster behind cfg.
 func New(ctx context.Context, cfg *rest.Config, o Options) (*Replica, error) {
-	if o.ShutdownTimeout == 0 {
-		o.ShutdownTimeout = 30 * time.Second
-	}
+	o.defaults()
 	grace := o.ShutdownTimeout + 10*time.Second
 	if err := metrics.Register(ctrlmetrics.Registry); err != nil {
 		return nil, fmt.Errorf("register metrics: %w", err)
@@ -173,6 +186,8 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (*Replica, error) {
 		ProbeInterval:         o.ProbeInterval,
 		ProbeTimeout:          o.ProbeTimeout,
 		ProbeFailureThreshold: o.ProbeFailureThreshold,
+		StartTimeout:          o.RemoteStartTimeout,
+		StopGrace:             o.Shard.StopTimeout,
 		Fence:                 rp.Coordinator,
 		SharedControllerNames: !o.PerClusterMetrics,
 		OnEvent:               rp.notifier.RegistryEvent,
@@ -196,25 +211,22 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (*Replica, error) {
 		Client: mgr.GetClient(), Scheme: o.Scheme, Registry: rp.Registry, Ownership: rp.Coordinator,
 		Identity: o.Identity, Holder: shard.HolderIdentity(o.Identity, o.Incarnation), Recorder: mgr.GetEventRecorder("clustershard-remotecluster"),
 		KubeConfig: o.KubeConfig, Kinds: o.Kinds, ProbeTimeout: o.ProbeTimeout, StopTimeout: o.Shard.StopTimeout,
+		InstallTimeout: o.InstallTimeout, HelmTimeout: o.HelmTimeout,
 		Charts: rp.charts, Enqueue: rp.notifier.Notify, Resync: o.Resync, CleanupTimeout: o.CleanupTimeout,
 	}
 	rp.notifier.OnLost = rec.Forget
-	if err := rec.SetupWithManager(ctx, mgr, rp.notifier.Subscribe()); err != nil {
+	replicateRecorder := mgr.GetEventRecorder("clustershard-replicate")
+	if err := controllers.Add(ctx, mgr, controllers.Set{
+		RemoteCluster: rec,
+		Replicate: func(k remotecopy.Kind) *replicate.Reconciler {
+			return &replicate.Reconciler{
+				Client: mgr.GetClient(), Registry: rp.Registry, Ownership: rp.Coordinator, Identity: o.Identity,
+				Kind: k, Recorder: replicateRecorder, UnownedGrace: o.UnownedGrace, Recheck: o.Recheck,
+			}
+		},
+		Kinds: o.Kinds, Subscribe: rp.notifier.Subscribe,
+	}); err != nil {
 		return nil, err
-	}
-	for _, k := range o.Kinds {
-		r := &replicate.Reconciler{
-			Client: mgr.GetClient(), Registry: rp.Registry, Ownership: rp.Coordinator, Identity: o.Identity,
-			Kind: k, Recorder: mgr.GetEventRecorder("clustershard-replicate"), UnownedGrace: unownedGrace(o.Shard.LeaseDuration),
-		}
-		if err := r.SetupWithManager(ctx, mgr, rp.notifier.Subscribe()); err != nil {
-			return nil, fmt.Errorf("replicate %s: %w", k.GVK, err)
-		}
-	}
-	if len(o.Kinds) > 0 {
-		if err := (&crdshape.Reconciler{Client: mgr.GetClient(), Kinds: o.Kinds}).SetupWithManager(mgr); err != nil {
-			return nil, fmt.Errorf("crdshape: %w", err)
-		}
 	}
 	if err := mgr.Add(rp); err != nil {
 		return nil, err
@@ -253,7 +265,7 @@ func (rp *Replica) Start(ctx context.Context) error {
 		}
 	}
 	err := rp.Coordinator.Run(ctx, rp.opts.ShutdownTimeout)
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rp.opts.Shard.StopTimeout)
 	defer cancel()
 	err = errors.Join(err, rp.Registry.Close(cctx), rp.charts.Close(cctx))
 	metrics.ClusterSeries.Remove(rp)
@@ -295,14 +307,4 @@ func learnShapes(ctx context.Context, c client.Reader, kinds []remotecopy.Kind, 
 		out = append(out, k.WithShape(shape))
 	}
 	return out
-}
-
-// unownedGrace is how long a source's cluster may go without a running
-// owner before the source says so: two lease durations (a crash take-over
-// takes one, plus a pass).
-func unownedGrace(lease time.Duration) time.Duration {
-	if lease <= 0 {
-		lease = 15 * time.Second
-	}
-	return 2 * lease
 }

@@ -71,6 +71,15 @@ type Options struct {
 	self string // HolderIdentity(Identity, Incarnation), set by defaults
 }
 
+// Defaults of Options, also the defaults of the replica's flags.
+const (
+	DefaultLeaseDuration  = 15 * time.Second
+	DefaultRenewDeadline  = 10 * time.Second
+	DefaultRetryPeriod    = 2 * time.Second
+	DefaultStopTimeout    = 10 * time.Second
+	DefaultMovesPerSecond = 10
+)
+
 func (o *Options) defaults() error {
 	var errs []error
 	if o.Identity == "" {
@@ -102,22 +111,22 @@ func (o *Options) defaults() error {
 		o.Clock = clock.RealClock{}
 	}
 	if o.LeaseDuration == 0 {
-		o.LeaseDuration = 15 * time.Second
+		o.LeaseDuration = DefaultLeaseDuration
 	}
 	if o.RenewDeadline == 0 {
-		o.RenewDeadline = 10 * time.Second
+		o.RenewDeadline = DefaultRenewDeadline
 	}
 	if o.RetryPeriod == 0 {
-		o.RetryPeriod = 2 * time.Second
+		o.RetryPeriod = DefaultRetryPeriod
 	}
 	if o.StopTimeout == 0 {
-		o.StopTimeout = 10 * time.Second
+		o.StopTimeout = DefaultStopTimeout
 	}
 	if o.CatchUpTimeout == 0 {
 		o.CatchUpTimeout = 2 * o.LeaseDuration
 	}
 	if o.MovesPerSecond == 0 {
-		o.MovesPerSecond = 10
+		o.MovesPerSecond = DefaultMovesPerSecond
 	}
 	if err := ValidateTiming(o.LeaseDuration, o.RenewDeadline, o.RetryPeriod); err != nil {
 		errs = append(errs, err)

@@ -19,7 +19,7 @@ import (
 // records the outcome in RemoteFenced. The epoch's own writes pass this
 // replica's fence like every other remote write.
 func (r *Reconciler) raiseEpoch(ctx context.Context, rc *v1alpha1.RemoteCluster, cfg *rest.Config) (remotefence.Epoch, error) {
-	e, err := remotefence.Raise(ctx, registry.FencedConfig(cfg, rc.Name, r.Ownership), remotefence.Options{Cluster: rc.Name})
+	e, err := remotefence.Raise(ctx, registry.FencedConfig(cfg, rc.Name, r.Ownership), remotefence.Options{Cluster: rc.Name, EnforceWait: r.installTimeout()})
 	if err != nil {
 		r.forgetEpoch(rc.Name)
 		return e, r.fail(rc, v1alpha1.ConditionRemoteFenced, v1alpha1.ReasonFenceFailed, fmt.Errorf("raise the ownership epoch in the remote cluster: %w", err))

@@ -21,11 +21,10 @@ import (
 // stop stops the cluster's remote manager if it runs here.
 func (r *Reconciler) stop(ctx context.Context, cluster string) error {
 	r.Forget(cluster)
-	timeout := r.StopTimeout
-	if timeout == 0 {
-		timeout = 10 * time.Second
+	sctx, cancel := ctx, context.CancelFunc(func() {})
+	if r.StopTimeout > 0 {
+		sctx, cancel = context.WithTimeout(ctx, r.StopTimeout)
 	}
-	sctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if err := r.Registry.Stop(sctx, cluster); err != nil && !errors.Is(err, registry.ErrNotExist) {
 		return err
@@ -75,7 +74,7 @@ const cleanupRetry = 5 * time.Second
 
 func (r *Reconciler) cleanupTimeout() time.Duration {
 	if r.CleanupTimeout == 0 {
-		return 5 * time.Minute
+		return DefaultCleanupTimeout
 	}
 	return r.CleanupTimeout
 }

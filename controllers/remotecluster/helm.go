@@ -22,12 +22,6 @@ import (
 	"github.com/clustershard/clustershard/registry"
 )
 
-// Bounds of the Helm install.
-const (
-	helmRequestTimeout   = 30 * time.Second
-	defaultHelmHookLimit = 5 * time.Minute
-)
-
 // errChartPending says the chart is being fetched; the cluster is
 // reconciled again when the fetch ends.
 var errChartPending = errors.New("chart pending")
@@ -37,7 +31,7 @@ var errChartPending = errors.New("chart pending")
 func (r *Reconciler) helmConfig(cfg *rest.Config, cluster string) *rest.Config {
 	hc := registry.FencedConfig(cfg, cluster, r.Ownership)
 	if hc.Timeout == 0 {
-		hc.Timeout = helmRequestTimeout
+		hc.Timeout = r.KubeConfig.Timeout
 	}
 	return hc
 }
@@ -80,7 +74,7 @@ func (r *Reconciler) ensureHelm(ctx context.Context, rc *v1alpha1.RemoteCluster,
 	err = r.owned(rc.Name, func() error {
 		var err error
 		res, err = hc.Ensure(ctx, helmrelease.Spec{
-			Name: want.ReleaseName, Namespace: want.Namespace, Chart: ch, Values: vals, Timeout: defaultHelmHookLimit,
+			Name: want.ReleaseName, Namespace: want.Namespace, Chart: ch, Values: vals, Timeout: r.helmTimeout(),
 			NamespaceLabels: map[string]string{v1alpha1.InstalledByLabel: "clustershard"},
 		})
 		return err
@@ -207,7 +201,7 @@ func (r *Reconciler) uninstallHelm(ctx context.Context, rc *v1alpha1.RemoteClust
 	defer hc.Close()
 	var uninstalled bool
 	if err := r.owned(rc.Name, func() (err error) {
-		uninstalled, err = hc.Uninstall(ctx, name, defaultHelmHookLimit)
+		uninstalled, err = hc.Uninstall(ctx, name, r.helmTimeout())
 		return err
 	}); err != nil {
 		metrics.HelmOperations.WithLabelValues(metrics.HelmUninstall, metrics.ResultFailure).Inc()

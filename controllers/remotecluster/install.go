@@ -96,7 +96,7 @@ func (r *Reconciler) install(ctx context.Context, rc *v1alpha1.RemoteCluster, cf
 		}
 		// The copied CRDs must be served before the remote manager watches them.
 		for _, name := range applied {
-			if err := waitEstablished(ctx, remote, name); err != nil {
+			if err := waitEstablished(ctx, remote, name, r.installTimeout()); err != nil {
 				return err
 			}
 		}
@@ -121,7 +121,7 @@ func (r *Reconciler) install(ctx context.Context, rc *v1alpha1.RemoteCluster, cf
 		// Helm installs its crds/ before the templates; the remote manager
 		// watches them, so they must be served.
 		for _, name := range shippedNames {
-			if err := waitEstablished(ctx, remote, name); err != nil {
+			if err := waitEstablished(ctx, remote, name, r.installTimeout()); err != nil {
 				return fmt.Errorf("%w (it is in the chart's crds/, which Helm installs only with the release's first revision)", err)
 			}
 		}
@@ -161,8 +161,8 @@ func crdApplyObject(crd *apiextensionsv1.CustomResourceDefinition) (*unstructure
 	return obj, nil
 }
 
-func waitEstablished(ctx context.Context, c client.Client, name string) error {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+func waitEstablished(ctx context.Context, c client.Client, name string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	for {
 		var crd apiextensionsv1.CustomResourceDefinition

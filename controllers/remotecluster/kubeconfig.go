@@ -12,11 +12,12 @@ import (
 
 	"github.com/clustershard/clustershard/api/v1alpha1"
 	"github.com/clustershard/clustershard/internal/remote"
+	"github.com/clustershard/clustershard/registry"
 )
 
 func (r *Reconciler) probeTimeout() time.Duration {
 	if r.ProbeTimeout == 0 {
-		return 5 * time.Second
+		return registry.DefaultProbeTimeout
 	}
 	return r.ProbeTimeout
 }

@@ -86,15 +86,24 @@ type Reconciler struct {
 	ProbeTimeout time.Duration
 	// StopTimeout bounds the stop of a remote manager this controller
 	// stops itself (a changed kubeconfig, a superseded epoch, a deleted
-	// RemoteCluster); the replica passes --stop-timeout (default 10s).
+	// RemoteCluster); the replica passes --stop-timeout. Zero: bounded by
+	// the reconcile's context only.
 	StopTimeout time.Duration
-	// Resync re-reconciles owned clusters periodically (default 1m).
+	// InstallTimeout bounds each wait of spec.install: for copied CRDs to
+	// be established, and for the remote fence's policy to be enforced
+	// (default DefaultInstallTimeout).
+	InstallTimeout time.Duration
+	// HelmTimeout bounds a Helm install, upgrade or uninstall of
+	// spec.install.helm, hooks included (default DefaultHelmTimeout).
+	HelmTimeout time.Duration
+	// Resync re-reconciles owned clusters periodically (default
+	// DefaultResync).
 	Resync time.Duration
 	// CleanupTimeout bounds how long a deleted RemoteCluster with
 	// cleanupPolicy Delete retries its remote cleanup (say its kubeconfig
 	// Secret was deleted first, or the cluster is gone): past it the
 	// RemoteCluster is let go without it, naming what was left behind
-	// (default 5m).
+	// (default DefaultCleanupTimeout).
 	CleanupTimeout time.Duration
 	// Workers is how many clusters reconcile at once (DefaultWorkers if 0).
 	Workers int
@@ -158,7 +167,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 
 func (r *Reconciler) resync() time.Duration {
 	if r.Resync == 0 {
-		return time.Minute
+		return DefaultResync
 	}
 	return r.Resync
 }

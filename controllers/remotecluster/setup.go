@@ -2,6 +2,7 @@ package remotecluster
 
 import (
 	"context"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -20,6 +21,31 @@ const SecretIndex = "spec.kubeConfig.secretRef"
 
 // DefaultWorkers is how many clusters the controller reconciles at once.
 const DefaultWorkers = 8
+
+// Defaults of the Reconciler's timings, also the defaults of the replica's
+// flags.
+const (
+	DefaultResync         = time.Minute
+	DefaultCleanupTimeout = 5 * time.Minute
+	DefaultInstallTimeout = 30 * time.Second
+	DefaultHelmTimeout    = 5 * time.Minute
+)
+
+// helmTimeout bounds a Helm install, upgrade or uninstall with its hooks.
+func (r *Reconciler) helmTimeout() time.Duration {
+	if r.HelmTimeout <= 0 {
+		return DefaultHelmTimeout
+	}
+	return r.HelmTimeout
+}
+
+// installTimeout bounds each wait of spec.install.
+func (r *Reconciler) installTimeout() time.Duration {
+	if r.InstallTimeout <= 0 {
+		return DefaultInstallTimeout
+	}
+	return r.InstallTimeout
+}
 
 // SetupWithManager registers the controller: RemoteClusters, the Secrets
 // they reference, and the cluster events of the notifier.

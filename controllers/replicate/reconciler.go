@@ -63,8 +63,13 @@ type Reconciler struct {
 	// Kind is the replicated kind.
 	Kind remotecopy.Kind
 	// UnownedGrace is how long a source's cluster may have no running
-	// owner (a crash take-over) before the source says so (default 1m).
+	// owner (a crash take-over) before the source says so (default
+	// DefaultUnownedGrace; the replica passes twice the lease duration).
 	UnownedGrace time.Duration
+	// Recheck is how often a source whose RemoteCluster does not exist, or
+	// has no running owner, is looked at again; events (a RemoteCluster
+	// created, a manager running) wake it sooner (default DefaultRecheck).
+	Recheck time.Duration
 	// Recorder emits Events on sources.
 	Recorder events.EventRecorder
 

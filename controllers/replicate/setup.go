@@ -47,6 +47,20 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, clu
 		Complete(r)
 }
 
+// Defaults of the Reconciler's timings, also the defaults of the replica's
+// flags.
+const (
+	DefaultUnownedGrace = 30 * time.Second
+	DefaultRecheck      = 10 * time.Second
+)
+
+func (r *Reconciler) recheck() time.Duration {
+	if r.Recheck <= 0 {
+		return DefaultRecheck
+	}
+	return r.Recheck
+}
+
 // MaxRetryDelay caps the backoff of a source whose copy cannot be written:
 // controller-runtime's default grows to 16 minutes, too long to notice that
 // a remote webhook (failurePolicy Fail) or a namespace came back.

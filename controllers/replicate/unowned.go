@@ -54,11 +54,14 @@ func (r *Reconciler) unowned(ctx context.Context, src *unstructured.Unstructured
 	}
 	r.failed(src, metrics.StateClusterNotFound, v1alpha1.ReasonClusterNotFound)
 	msg := fmt.Sprintf("RemoteCluster %q does not exist; create it, fix spec, or set annotation %s=true to release a deleted source", cluster, v1alpha1.ReleaseAnnotation)
-	if _, err := remotecopy.SetRemoteSynced(ctx, r.Client, r.Kind, src, false, v1alpha1.ReasonClusterNotFound, msg); err != nil {
+	changed, err := remotecopy.SetRemoteSynced(ctx, r.Client, r.Kind, src, false, v1alpha1.ReasonClusterNotFound, msg)
+	if err != nil {
 		return ctrl.Result{}, err
 	}
-	r.event(src, corev1.EventTypeWarning, v1alpha1.ReasonClusterNotFound, msg)
-	return ctrl.Result{RequeueAfter: 30 * time.Second}, nil
+	if changed {
+		r.event(src, corev1.EventTypeWarning, v1alpha1.ReasonClusterNotFound, msg)
+	}
+	return ctrl.Result{RequeueAfter: r.recheck()}, nil
 }
 
 // nobodyRuns reports, from the one reporting replica, a source whose
@@ -67,7 +70,7 @@ func (r *Reconciler) unowned(ctx context.Context, src *unstructured.Unstructured
 func (r *Reconciler) nobodyRuns(ctx context.Context, src *unstructured.Unstructured, cluster string) (ctrl.Result, error) {
 	grace := r.UnownedGrace
 	if grace <= 0 {
-		grace = time.Minute
+		grace = DefaultUnownedGrace
 	}
 	since, why, unowned := r.Ownership.UnownedCluster(cluster)
 	if !unowned || !r.Ownership.Reporter() {
@@ -86,7 +89,7 @@ func (r *Reconciler) nobodyRuns(ctx context.Context, src *unstructured.Unstructu
 		r.event(src, corev1.EventTypeWarning, v1alpha1.ReasonClusterUnowned, msg)
 		log.FromContext(ctx).Info("Source's cluster has no running owner", "cluster", cluster, "since", since, "why", why)
 	}
-	return ctrl.Result{RequeueAfter: 10 * time.Second}, nil
+	return ctrl.Result{RequeueAfter: r.recheck()}, nil
 }
 
 // ensureTracked puts the finalizer and the replicated-to annotation on the source.

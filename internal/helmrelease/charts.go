@@ -62,13 +62,17 @@ type entry struct {
 	waiters []func()
 }
 
+// DefaultFetchTimeout bounds one chart download unless Options.Timeout says
+// otherwise.
+const DefaultFetchTimeout = 2 * time.Minute
+
 // NewCharts returns an empty cache.
 func NewCharts(o Options) (*Charts, error) {
 	if o.Dir == "" {
 		o.Dir = filepath.Join(os.TempDir(), "clustershard-charts")
 	}
 	if o.Timeout <= 0 {
-		o.Timeout = 2 * time.Minute
+		o.Timeout = DefaultFetchTimeout
 	}
 	if o.RetryAfter <= 0 {
 		o.RetryAfter = 10 * time.Second

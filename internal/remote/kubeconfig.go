@@ -31,6 +31,9 @@ var ErrInvalid = errors.New("invalid kubeconfig")
 // Is makes errors.Is(err, ErrInvalid) true for every *Error.
 func (e *Error) Is(target error) bool { return target == ErrInvalid }
 
+// DefaultTimeout is the replica's default bound of one remote request.
+const DefaultTimeout = 30 * time.Second
+
 // Options shape the rest.Config built from a kubeconfig.
 type Options struct {
 	// AllowExec permits exec and auth-provider credentials.

@@ -128,6 +128,8 @@ func (o *options) run(ctx context.Context) error {
 		ProbeInterval: o.probeInterval, ProbeTimeout: o.probeTimeout, ProbeFailureThreshold: o.probeFailures,
 		MetricsBindAddress: o.metricsAddr, HealthProbeBindAddress: o.probeAddr, PerClusterMetrics: o.perCluster,
 		ShutdownTimeout: o.shutdownTimeout, CleanupTimeout: o.cleanupTimeout, Logger: log,
+		RemoteStartTimeout: o.remoteStartTimeout, InstallTimeout: o.installTimeout, HelmTimeout: o.helmTimeout,
+		Resync: o.resync, UnownedGrace: o.unownedGrace, Recheck: o.recheck,
 		Charts: helmrelease.Options{Dir: o.chartDir, Timeout: o.chartTimeout},
 	})
 	if err != nil {

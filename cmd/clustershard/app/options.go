@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/clustershard/clustershard/internal/remotecopy"
+	"github.com/clustershard/clustershard/replica"
 	"github.com/clustershard/clustershard/shard"
 )
 
@@ -24,35 +25,41 @@ type options struct {
 	namespace  string
 	kinds      []string
 
-	replicaID       string
-	incarnation     string
-	leaseDuration   time.Duration
-	renewDeadline   time.Duration
-	retryPeriod     time.Duration
-	shutdownTimeout time.Duration
-	stopTimeout     time.Duration
-	cleanupTimeout  time.Duration
-	catchUpTimeout  time.Duration
-	movesPerSecond  float64
-	ringVNodes      int
-	ringLoadFactor  float64
-	clientQPS       float32
-	clientBurst     int
-	kubeQPS         float32
-	kubeBurst       int
-	remoteTimeout   time.Duration
-	chartDir        string
-	chartTimeout    time.Duration
-	allowExec       bool
-	probeInterval   time.Duration
-	probeTimeout    time.Duration
-	probeFailures   int
-	perCluster      bool
-	journal         string
-	metricsAddr     string
-	probeAddr       string
-	zap             zap.Options
-	parsedKinds     []remotecopy.Kind
+	replicaID          string
+	incarnation        string
+	leaseDuration      time.Duration
+	renewDeadline      time.Duration
+	retryPeriod        time.Duration
+	shutdownTimeout    time.Duration
+	stopTimeout        time.Duration
+	cleanupTimeout     time.Duration
+	catchUpTimeout     time.Duration
+	movesPerSecond     float64
+	ringVNodes         int
+	ringLoadFactor     float64
+	clientQPS          float32
+	clientBurst        int
+	kubeQPS            float32
+	kubeBurst          int
+	remoteTimeout      time.Duration
+	remoteStartTimeout time.Duration
+	installTimeout     time.Duration
+	helmTimeout        time.Duration
+	resync             time.Duration
+	unownedGrace       time.Duration
+	recheck            time.Duration
+	chartDir           string
+	chartTimeout       time.Duration
+	allowExec          bool
+	probeInterval      time.Duration
+	probeTimeout       time.Duration
+	probeFailures      int
+	perCluster         bool
+	journal            string
+	metricsAddr        string
+	probeAddr          string
+	zap                zap.Options
+	parsedKinds        []remotecopy.Kind
 }
 
 func defaultNamespace() string {
@@ -66,34 +73,41 @@ func defaultNamespace() string {
 func (o *options) addCommon(fs *pflag.FlagSet) {
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "Kubeconfig of the management cluster (default: in-cluster, then $KUBECONFIG, then ~/.kube/config).")
 	fs.StringVar(&o.namespace, "namespace", defaultNamespace(), "Namespace of the Leases (default $POD_NAMESPACE or clustershard-system).")
-	fs.Float32Var(&o.kubeQPS, "kube-api-qps", 50, "QPS of the management cluster's client (Leases, RemoteClusters, sources).")
-	fs.IntVar(&o.kubeBurst, "kube-api-burst", 100, "Burst of the management cluster's client.")
+	fs.Float32Var(&o.kubeQPS, "kube-api-qps", replica.DefaultKubeAPIQPS, "QPS of the management cluster's client (Leases, RemoteClusters, sources).")
+	fs.IntVar(&o.kubeBurst, "kube-api-burst", replica.DefaultKubeAPIBurst, "Burst of the management cluster's client.")
 	fs.StringSliceVar(&o.kinds, "replicate-kind", nil, "Replicated kind as Kind.version.group[/plural][:field.path][@Apply|Recreate|Auto], e.g. "+ExampleKind+"; repeatable. After @, how copies take spec changes (default Auto: apply, re-create when a remote webhook refuses the change). Its CRD must exist in the management cluster, and the RBAC rules for it must be granted.")
 }
 
-// addRun registers the flags of `run`.
+// addRun registers the flags of `run`; their defaults are the replica's.
 func (o *options) addRun(fs *pflag.FlagSet) {
+	d := replica.DefaultOptions()
 	fs.StringVar(&o.replicaID, "replica-id", os.Getenv("POD_NAME"), "This replica's identity (default $POD_NAME).")
 	fs.StringVar(&o.incarnation, "incarnation", os.Getenv("POD_UID"), "What tells this process apart from any other started with the same --replica-id (default $POD_UID; random when empty). Leases are held by replica-id@incarnation: a second process with the same --replica-id waits until the first is gone.")
-	fs.DurationVar(&o.leaseDuration, "lease-duration", 15*time.Second, "Membership Lease duration.")
-	fs.DurationVar(&o.renewDeadline, "renew-deadline", 10*time.Second, "Membership renew deadline; ownership is fenced past it.")
-	fs.DurationVar(&o.retryPeriod, "retry-period", 2*time.Second, "Membership renew period.")
-	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "Bound of the hand-over on SIGTERM; keep it below terminationGracePeriodSeconds.")
-	fs.DurationVar(&o.stopTimeout, "stop-timeout", 10*time.Second, "Bound of one remote manager's stop on hand-over.")
-	fs.DurationVar(&o.cleanupTimeout, "cleanup-timeout", 5*time.Minute, "How long a deleted RemoteCluster with cleanupPolicy Delete retries its remote cleanup before it is let go without it (a CleanupAbandoned event names what was left).")
-	fs.Float64Var(&o.movesPerSecond, "moves-per-second", 10, "Rate limit of hand-overs while rebalancing.")
+	fs.DurationVar(&o.leaseDuration, "lease-duration", d.Shard.LeaseDuration, "Membership Lease duration.")
+	fs.DurationVar(&o.renewDeadline, "renew-deadline", d.Shard.RenewDeadline, "Membership renew deadline; ownership is fenced past it.")
+	fs.DurationVar(&o.retryPeriod, "retry-period", d.Shard.RetryPeriod, "Membership renew period.")
+	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", d.ShutdownTimeout, "Bound of the hand-over on SIGTERM; keep it below terminationGracePeriodSeconds.")
+	fs.DurationVar(&o.stopTimeout, "stop-timeout", d.Shard.StopTimeout, "Bound of one remote manager's stop (its controllers' graceful shutdown included) on hand-over and on the replica's exit.")
+	fs.DurationVar(&o.cleanupTimeout, "cleanup-timeout", d.CleanupTimeout, "How long a deleted RemoteCluster with cleanupPolicy Delete retries its remote cleanup before it is let go without it (a CleanupAbandoned event names what was left).")
+	fs.Float64Var(&o.movesPerSecond, "moves-per-second", d.Shard.MovesPerSecond, "Rate limit of hand-overs while rebalancing.")
 	fs.DurationVar(&o.catchUpTimeout, "catch-up-timeout", 0, "How long a joining replica stays not ready until it holds every cluster the ring assigns to it, so a rollout waits for it (0: twice --lease-duration).")
 	fs.IntVar(&o.ringVNodes, "ring-vnodes", 256, "Virtual nodes per replica on the ring.")
 	fs.Float64Var(&o.ringLoadFactor, "ring-load-factor", 1.25, "Bounded-load factor (> 1), or 0 for plain consistent hashing.")
-	fs.Float32Var(&o.clientQPS, "remote-qps", 20, "QPS of each remote cluster's client.")
-	fs.IntVar(&o.clientBurst, "remote-burst", 40, "Burst of each remote cluster's client.")
-	fs.DurationVar(&o.remoteTimeout, "remote-timeout", 30*time.Second, "Timeout of each remote request.")
+	fs.Float32Var(&o.clientQPS, "remote-qps", d.KubeConfig.QPS, "QPS of each remote cluster's client.")
+	fs.IntVar(&o.clientBurst, "remote-burst", d.KubeConfig.Burst, "Burst of each remote cluster's client.")
+	fs.DurationVar(&o.remoteTimeout, "remote-timeout", d.KubeConfig.Timeout, "Timeout of each remote request.")
+	fs.DurationVar(&o.remoteStartTimeout, "remote-start-timeout", d.RemoteStartTimeout, "Bound of a remote manager's start (its caches synced, its modules started); past it the spawn fails and is retried.")
+	fs.DurationVar(&o.installTimeout, "install-timeout", d.InstallTimeout, "Bound of each wait of spec.install: copied CRDs established, the remote fence's policy enforced.")
+	fs.DurationVar(&o.helmTimeout, "helm-timeout", d.HelmTimeout, "Bound of one Helm install, upgrade or uninstall of spec.install.helm, hooks included.")
+	fs.DurationVar(&o.resync, "resync-period", d.Resync, "How often each owned RemoteCluster is reconciled again (its Helm release checked, its conditions refreshed).")
+	fs.DurationVar(&o.unownedGrace, "unowned-grace", 0, "How long a source's cluster may have no running owner before the source says so (0: twice --lease-duration, so a crash take-over is not reported).")
+	fs.DurationVar(&o.recheck, "recheck-interval", d.Recheck, "How often a source whose RemoteCluster is missing or has no running owner is looked at again (events wake it sooner).")
 	fs.StringVar(&o.chartDir, "chart-cache-dir", "", "Scratch folder of spec.install.helm chart fetches (repository indexes; OCI credentials file registry-config.json). Default: a folder under $TMPDIR.")
-	fs.DurationVar(&o.chartTimeout, "chart-fetch-timeout", 2*time.Minute, "Bound of one chart download; fetches run in the background and never hold other clusters.")
+	fs.DurationVar(&o.chartTimeout, "chart-fetch-timeout", d.Charts.Timeout, "Bound of one chart download; fetches run in the background and never hold other clusters.")
 	fs.BoolVar(&o.allowExec, "allow-exec-kubeconfig", false, "Allow exec and auth-provider credentials in remote kubeconfigs (they run commands inside the controller).")
-	fs.DurationVar(&o.probeInterval, "probe-interval", 10*time.Second, "How often each remote API server is probed.")
-	fs.DurationVar(&o.probeTimeout, "probe-timeout", 5*time.Second, "Timeout of one probe.")
-	fs.IntVar(&o.probeFailures, "probe-failures", 3, "Failed probes in a row before Connected=False.")
+	fs.DurationVar(&o.probeInterval, "probe-interval", d.ProbeInterval, "How often each remote API server is probed.")
+	fs.DurationVar(&o.probeTimeout, "probe-timeout", d.ProbeTimeout, "Timeout of one probe.")
+	fs.IntVar(&o.probeFailures, "probe-failures", d.ProbeFailureThreshold, "Failed probes in a row before Connected=False.")
 	fs.StringVar(&o.journal, "ownership-journal", "", "Append this replica's authority events (membership renewals, clusters owned, released, lost, managers running) as JSON lines to `file`, for the invariant checker of clustershard-dev drill.")
 	fs.BoolVar(&o.perCluster, "per-cluster-metrics", true, "Export series labelled by cluster name (clustershard_cluster_owned, clustershard_remote_cluster_up, remote controllers' own series); turn off for very large fleets.")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Metrics endpoint address; 0 disables it.")
@@ -148,8 +162,21 @@ func (o *options) validateRun() error {
 	if o.ringVNodes <= 0 || o.movesPerSecond <= 0 || o.clientQPS <= 0 || o.clientBurst <= 0 || o.probeFailures <= 0 {
 		errs = append(errs, errors.New("--ring-vnodes, --moves-per-second, --remote-qps, --remote-burst and --probe-failures must be positive"))
 	}
-	if o.probeInterval <= 0 || o.probeTimeout <= 0 || o.stopTimeout <= 0 || o.cleanupTimeout <= 0 || o.shutdownTimeout <= 0 || o.remoteTimeout <= 0 || o.chartTimeout <= 0 {
-		errs = append(errs, errors.New("durations must be positive"))
+	for _, f := range []struct {
+		name string
+		d    time.Duration
+	}{
+		{"--probe-interval", o.probeInterval}, {"--probe-timeout", o.probeTimeout}, {"--stop-timeout", o.stopTimeout},
+		{"--cleanup-timeout", o.cleanupTimeout}, {"--shutdown-timeout", o.shutdownTimeout}, {"--remote-timeout", o.remoteTimeout},
+		{"--chart-fetch-timeout", o.chartTimeout}, {"--remote-start-timeout", o.remoteStartTimeout}, {"--install-timeout", o.installTimeout},
+		{"--helm-timeout", o.helmTimeout}, {"--resync-period", o.resync}, {"--recheck-interval", o.recheck},
+	} {
+		if f.d <= 0 {
+			errs = append(errs, fmt.Errorf("%s %v must be positive", f.name, f.d))
+		}
+	}
+	if o.unownedGrace < 0 {
+		errs = append(errs, fmt.Errorf("--unowned-grace %v must not be negative", o.unownedGrace))
 	}
 	if o.catchUpTimeout < 0 {
 		errs = append(errs, fmt.Errorf("--catch-up-timeout %v must not be negative", o.catchUpTimeout))

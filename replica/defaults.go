@@ -1,0 +1,66 @@
+package replica
+
+import (
+	"time"
+
+	"github.com/clustershard/clustershard/controllers/remotecluster"
+	"github.com/clustershard/clustershard/controllers/replicate"
+	"github.com/clustershard/clustershard/internal/helmrelease"
+	"github.com/clustershard/clustershard/internal/remote"
+	"github.com/clustershard/clustershard/registry"
+	"github.com/clustershard/clustershard/shard"
+)
+
+// Defaults of the assembly: the hand-over bound on shutdown (unless
+// Options.ShutdownTimeout says otherwise), and the rate limits of the
+// management cluster's client (Leases, RemoteClusters, sources), which the
+// command sets on its rest.Config.
+const (
+	DefaultShutdownTimeout = 30 * time.Second
+	DefaultKubeAPIQPS      = 50
+	DefaultKubeAPIBurst    = 100
+)
+
+// defaults fills what the assembly itself uses; each library fills the rest
+// from its own Default* constants (shard, registry, remotecluster,
+// replicate), which are also the defaults of the flags. The shard timings
+// are filled here because other parts are derived from them.
+func (o *Options) defaults() {
+	if o.ShutdownTimeout == 0 {
+		o.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if o.Shard.LeaseDuration == 0 {
+		o.Shard.LeaseDuration = shard.DefaultLeaseDuration
+	}
+	if o.Shard.StopTimeout == 0 {
+		o.Shard.StopTimeout = shard.DefaultStopTimeout
+	}
+	if o.UnownedGrace == 0 {
+		// Two lease durations: a crash take-over (a lease duration, then
+		// the spawn) is not reported; a cluster stuck longer is.
+		o.UnownedGrace = 2 * o.Shard.LeaseDuration
+	}
+}
+
+// DefaultOptions returns the options with every timing and limit at the
+// default of the package that owns it; the replica's flags take their
+// defaults from here, so each default is written once.
+func DefaultOptions() Options {
+	o := Options{
+		Shard: shard.Options{
+			LeaseDuration: shard.DefaultLeaseDuration, RenewDeadline: shard.DefaultRenewDeadline,
+			RetryPeriod: shard.DefaultRetryPeriod, StopTimeout: shard.DefaultStopTimeout,
+			MovesPerSecond: shard.DefaultMovesPerSecond,
+		},
+		ProbeInterval: registry.DefaultProbeInterval, ProbeTimeout: registry.DefaultProbeTimeout,
+		ProbeFailureThreshold: registry.DefaultProbeFailureThreshold,
+		RemoteStartTimeout:    registry.DefaultStartTimeout,
+		Resync:                remotecluster.DefaultResync, CleanupTimeout: remotecluster.DefaultCleanupTimeout,
+		InstallTimeout: remotecluster.DefaultInstallTimeout, HelmTimeout: remotecluster.DefaultHelmTimeout,
+		Recheck: replicate.DefaultRecheck,
+		Charts:  helmrelease.Options{Timeout: helmrelease.DefaultFetchTimeout},
+	}
+	o.KubeConfig.QPS, o.KubeConfig.Burst, o.KubeConfig.Timeout = registry.DefaultQPS, registry.DefaultBurst, remote.DefaultTimeout
+	o.defaults()
+	return o
+}
