@@ -165,6 +165,14 @@ func TestMissingClusterSaysClusterNotFound(t *testing.T) {
 	if n := reg.callsFor("nowhere"); n != 0 {
 		t.Errorf("%d remote calls for a missing cluster", n)
 	}
+	// Looked at again while nothing changed: the outcome stands, and no
+	// second Warning is emitted (one per recheck would flood the events).
+	if _, err := reconcile(t, r, src); err != nil {
+		t.Fatal(err)
+	}
+	if e := nextEvent(rec); e != "" {
+		t.Errorf("a recheck with nothing changed emitted %q", e)
+	}
 }
 
 // A source whose existing RemoteCluster another replica owns is not
