@@ -22,9 +22,20 @@ func handovers(ctx context.Context, o drill.Options, logf func(string, ...any)) 
 	logf("  %d replicas own %d clusters after %v, all managers running after %v", o.Replicas, m, s.AllOwned().Round(time.Millisecond), s.StartUp().Round(time.Millisecond))
 	lease := o.LeaseDuration
 	var out []Handover
+	var stepsBefore map[string]map[string]drill.Histogram
+	mark := func() {
+		var err error
+		if stepsBefore, err = s.ScrapeHistograms(ctx, spawnSteps, "step"); err != nil {
+			logf("  cannot scrape the spawn steps: %v", err)
+		}
+	}
 	record := func(fault string, clusters []string, since time.Time, target time.Duration, p99 bool) error {
 		if err := s.Settle(ctx, lease+time.Minute); err != nil {
 			return fmt.Errorf("%s: %w", fault, err)
+		}
+		after, err := s.ScrapeHistograms(ctx, spawnSteps, "step")
+		if err != nil {
+			logf("  cannot scrape the spawn steps: %v", err)
 		}
 		gaps, err := s.Gaps(clusters, since)
 		if err != nil {
@@ -37,6 +48,7 @@ func handovers(ctx context.Context, o drill.Options, logf func(string, ...any)) 
 			}
 		}
 		h.P50, h.P99, h.Max = quantile(h.Gaps, 0.5), quantile(h.Gaps, 0.99), quantile(h.Gaps, 1)
+		h.Steps = stepMeans(stepsBefore, after)
 		if p99 {
 			h.Target, h.Met = fmt.Sprintf("p99 ≤ %v", target), h.P99 <= target.Seconds()
 		} else {
@@ -67,6 +79,7 @@ func handovers(ctx context.Context, o drill.Options, logf func(string, ...any)) 
 	if err != nil {
 		return out, err
 	}
+	mark()
 	since := time.Now()
 	if err := s.Term(victim); err != nil {
 		return out, err
@@ -86,6 +99,7 @@ func handovers(ctx context.Context, o drill.Options, logf func(string, ...any)) 
 	if err != nil {
 		return out, err
 	}
+	mark()
 	since = time.Now()
 	if err := s.StartReady(ctx, drill.ReplicaID(o.Replicas)); err != nil {
 		return out, err
@@ -127,7 +141,38 @@ func handovers(ctx context.Context, o drill.Options, logf func(string, ...any)) 
 	if err != nil {
 		return out, err
 	}
+	mark()
 	since = time.Now()
 	s.Kill(victim)
 	return out, record("SIGKILL", owned, since, lease+3*time.Second, false)
+}
+
+// spawnSteps is the histogram of the steps of a spawn.
+const spawnSteps = "clustershard_spawn_step_duration_seconds"
+
+// stepMeans is the mean of each spawn step between two scrapes, summed over
+// the processes (a process absent before counts from zero).
+func stepMeans(before, after map[string]map[string]drill.Histogram) []Step {
+	type acc struct {
+		n   uint64
+		sum float64
+	}
+	total := map[string]*acc{}
+	for proc, steps := range after {
+		for step, h := range steps {
+			b := before[proc][step]
+			if total[step] == nil {
+				total[step] = &acc{}
+			}
+			total[step].n += h.Count - b.Count
+			total[step].sum += h.Sum - b.Sum
+		}
+	}
+	var out []Step
+	for _, step := range []string{"probe", "epoch", "install", "start"} {
+		if a := total[step]; a != nil && a.n > 0 {
+			out = append(out, Step{Step: step, Count: a.n, MeanMs: round(1000*a.sum/float64(a.n), 1)})
+		}
+	}
+	return out
 }

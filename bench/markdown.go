@@ -86,6 +86,22 @@ func Markdown(r *Results, plots map[string]string, jsonFile string) string {
 		p("| %s | %d | %s | %d | %.3f s | %.3f s | %.3f s | %s | %s |", h.Fault, h.Clusters, h.Lease, h.Moved, h.P50, h.P99, h.Max, h.Target, verdict(h.Met))
 	}
 	p("")
+	if len(r.Handover) > 0 && len(r.Handover[0].Steps) > 0 {
+		p("Where a spawn's time goes: the mean of each step of the spawns the receiving replicas made during each hand-over (`clustershard_spawn_step_duration_seconds`).")
+		p("")
+		p("| fault | spawns | probe | epoch | install | start |")
+		p("|---|---|---|---|---|---|")
+		for _, h := range r.Handover {
+			ms := map[string]float64{}
+			var n uint64
+			for _, s := range h.Steps {
+				ms[s.Step] = s.MeanMs
+				n = max(n, s.Count)
+			}
+			p("| %s | %d | %.0f ms | %.0f ms | %.0f ms | %.0f ms |", h.Fault, n, ms["probe"], ms["epoch"], ms["install"], ms["start"])
+		}
+		p("")
+	}
 	img("handover")
 
 	p("## 3. Balance and movement")
@@ -134,6 +150,20 @@ func Markdown(r *Results, plots map[string]string, jsonFile string) string {
 		p("")
 		if rep.SpeedUp > 0 {
 			p("Speed-up of R = 3 over R = 1: **%.2f×**.", rep.SpeedUp)
+			p("")
+		}
+		if len(rep.Runs) > 0 && rep.Runs[0].Window != nil {
+			p("What each synced object cost, measured from the moment every remote manager ran until every source was in sync: CPU milliseconds per object by process class (all on this machine's 2 cores), and the API requests the replicas sent per object (client-go's `rest_client_requests_total`; writes are POST, PUT, PATCH, DELETE).")
+			p("")
+			p("| replicas | objects | CPU ms/object: replicas | API servers | etcd | harness | management writes/object | reads | remote writes/object | reads |")
+			p("|---|---|---|---|---|---|---|---|---|---|")
+			for _, run := range rep.Runs {
+				if w := run.Window; w != nil {
+					c := w.CPUPerObjectMs
+					p("| %d | %d | %.1f | %.1f | %.1f | %.1f | %.2f | %.2f | %.2f | %.2f |", run.Replicas, w.Objects,
+						c[classReplicas], c[classAPIServers], c[classEtcd], c[classHarness], w.ManagementWrites, w.ManagementReads, w.RemoteWrites, w.RemoteReads)
+				}
+			}
 			p("")
 		}
 		if c := rep.Churn; c != nil {

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -36,6 +37,11 @@ func replicationRun(ctx context.Context, o drill.Options, churn *ReplicationChur
 	start := time.Now().Add(-s.StartUp())
 	res.StartUp = round(s.StartUp().Seconds(), 3)
 	total := len(s.Clusters()) * o.ObjectsPerCluster
+	// The measured window opens now: every manager runs, some sources may
+	// be in sync already.
+	cpuBefore := cpuSeconds()
+	reqBefore, rerr := s.Counters(ctx, "rest_client_requests_total", "host", "method")
+	syncedBefore := countSynced(ctx, s)
 	var left int
 	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 10*time.Minute, true, func(ctx context.Context) (bool, error) {
 		var list examplev1alpha1.ExampleChaosList
@@ -55,6 +61,19 @@ func replicationRun(ctx context.Context, o drill.Options, churn *ReplicationChur
 	}
 	res.Synced = round(time.Since(start).Seconds(), 3)
 	res.PerSec = round(float64(total)/res.Synced, 1)
+	if n := total - syncedBefore; n > 0 {
+		w := &ReplicationWindow{Objects: n, CPU: cpuSince(cpuBefore), CPUPerObjectMs: map[string]float64{}}
+		for class, sec := range w.CPU {
+			w.CPUPerObjectMs[class] = round(1000*sec/float64(n), 2)
+		}
+		reqAfter, err := s.Counters(ctx, "rest_client_requests_total", "host", "method")
+		if err == nil && rerr == nil {
+			w.ManagementWrites, w.ManagementReads, w.RemoteWrites, w.RemoteReads = perObject(reqBefore, reqAfter, s.ManagementHosts(), n)
+		}
+		res.Window = w
+		logf("  window of %d objects: CPU per object %v ms; per object the replicas sent %.2f writes and %.2f reads to the management API server, %.2f writes and %.2f reads to remotes",
+			n, w.CPUPerObjectMs, w.ManagementWrites, w.ManagementReads, w.RemoteWrites, w.RemoteReads)
+	}
 	logf("  R=%d: %d objects over %d clusters synced %.2fs after the replicas' start (start-up %.2fs): %.0f objects/s",
 		o.Replicas, total, len(s.Clusters()), res.Synced, res.StartUp, res.PerSec)
 	if churn != nil {
@@ -141,4 +160,44 @@ func churnLag(ctx context.Context, s *drill.Session, churn *ReplicationChurn) er
 	}
 	churn.P50, churn.P99, churn.Max = round(quantile(lags, 0.5), 4), round(quantile(lags, 0.99), 4), round(quantile(lags, 1), 4)
 	return nil
+}
+
+// countSynced is how many sources are in sync now.
+func countSynced(ctx context.Context, s *drill.Session) int {
+	var list examplev1alpha1.ExampleChaosList
+	if err := s.Client().List(ctx, &list); err != nil {
+		return 0
+	}
+	n := 0
+	for i := range list.Items {
+		if synced(&list.Items[i]) {
+			n++
+		}
+	}
+	return n
+}
+
+// perObject divides the requests sent between two readings of
+// rest_client_requests_total (by "host|method") by n objects: writes and
+// reads to the management API server (reached at the hosts of mgmt) and to
+// the remotes.
+func perObject(before, after map[string]float64, mgmt map[string]bool, n int) (mw, mr, rw, rr float64) {
+	for key, v := range after {
+		host, method, _ := strings.Cut(key, "|")
+		d := v - before[key]
+		write := method == "POST" || method == "PUT" || method == "PATCH" || method == "DELETE"
+		read := method == "GET" || method == "LIST"
+		switch {
+		case mgmt[host] && write:
+			mw += d
+		case mgmt[host] && read:
+			mr += d
+		case write:
+			rw += d
+		case read:
+			rr += d
+		}
+	}
+	f := float64(n)
+	return round(mw/f, 2), round(mr/f, 2), round(rw/f, 2), round(rr/f, 2)
 }

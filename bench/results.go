@@ -95,6 +95,16 @@ type Handover struct {
 	Max      float64   `json:"max"`
 	Target   string    `json:"target"`
 	Met      bool      `json:"met"`
+	// Steps is the mean time of each step of the spawns the receiving
+	// replicas made during the hand-over (clustershard_spawn_step_duration_seconds).
+	Steps []Step `json:"spawnSteps,omitempty"`
+}
+
+// Step is the mean duration of one spawn step over Count spawns.
+type Step struct {
+	Step   string  `json:"step"`
+	Count  uint64  `json:"count"`
+	MeanMs float64 `json:"meanMs"`
 }
 
 // Balance is scenario 3 for one R: owned clusters per replica and clusters
@@ -144,6 +154,25 @@ type ReplicationRun struct {
 	StartUp  float64 `json:"startUpSeconds"`
 	Synced   float64 `json:"syncedSeconds"`
 	PerSec   float64 `json:"objectsPerSecond"`
+	// Window is what was measured from the moment every manager ran until
+	// every source was in sync: the objects synced in it, the CPU seconds
+	// of each process class, and the replicas' API requests.
+	Window *ReplicationWindow `json:"window,omitempty"`
+}
+
+// ReplicationWindow is the cost of the objects synced in a measured window.
+type ReplicationWindow struct {
+	Objects int `json:"objects"`
+	// CPU is the CPU seconds used in the window by class (replicas,
+	// apiServers, etcd, harness); CPUPerObjectMs the same per object.
+	CPU            map[string]float64 `json:"cpuSeconds"`
+	CPUPerObjectMs map[string]float64 `json:"cpuPerObjectMs"`
+	// Requests per object the replicas sent, by API server (management,
+	// remote) and kind (write: POST, PUT, PATCH, DELETE; read: GET, LIST).
+	ManagementWrites float64 `json:"managementWritesPerObject"`
+	ManagementReads  float64 `json:"managementReadsPerObject"`
+	RemoteWrites     float64 `json:"remoteWritesPerObject"`
+	RemoteReads      float64 `json:"remoteReadsPerObject"`
 }
 
 // ReplicationChurn is the sync lag under a steady creation rate.

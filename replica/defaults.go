@@ -14,11 +14,15 @@ import (
 // Defaults of the assembly: the hand-over bound on shutdown (unless
 // Options.ShutdownTimeout says otherwise), and the rate limits of the
 // management cluster's client (Leases, RemoteClusters, sources), which the
-// command sets on its rest.Config.
+// command sets on its rest.Config. A replicated source costs about three
+// management writes (finalizer, outcome, condition): at 50 requests a
+// second one replica synced at most 17 sources a second, whatever the API
+// server could take. The API server's own priority and fairness still
+// protects it from a replica catching up with a large fleet.
 const (
 	DefaultShutdownTimeout = 30 * time.Second
-	DefaultKubeAPIQPS      = 50
-	DefaultKubeAPIBurst    = 100
+	DefaultKubeAPIQPS      = 300
+	DefaultKubeAPIBurst    = 600
 )
 
 // defaults fills what the assembly itself uses; each library fills the rest
@@ -57,8 +61,9 @@ func DefaultOptions() Options {
 		RemoteStartTimeout:    registry.DefaultStartTimeout,
 		Resync:                remotecluster.DefaultResync, CleanupTimeout: remotecluster.DefaultCleanupTimeout,
 		InstallTimeout: remotecluster.DefaultInstallTimeout, HelmTimeout: remotecluster.DefaultHelmTimeout,
-		Recheck: replicate.DefaultRecheck,
-		Charts:  helmrelease.Options{Timeout: helmrelease.DefaultFetchTimeout},
+		Recheck: replicate.DefaultRecheck, ReplicateWorkers: replicate.DefaultWorkers,
+		RemoteClusterWorkers: remotecluster.DefaultWorkers,
+		Charts:               helmrelease.Options{Timeout: helmrelease.DefaultFetchTimeout},
 	}
 	o.KubeConfig.QPS, o.KubeConfig.Burst, o.KubeConfig.Timeout = registry.DefaultQPS, registry.DefaultBurst, remote.DefaultTimeout
 	o.defaults()

@@ -77,6 +77,11 @@ type Options struct {
 	// looked at again (default replicate.DefaultRecheck).
 	UnownedGrace time.Duration
 	Recheck      time.Duration
+	// RemoteClusterWorkers is how many RemoteClusters reconcile (probe,
+	// epoch, install, spawn) at once; ReplicateWorkers how many sources of
+	// each kind (defaults in packages remotecluster and replicate).
+	RemoteClusterWorkers int
+	ReplicateWorkers     int
 	// RemoteModules are extra remote modules (the monitor is always added).
 	RemoteModules []fx.Option
 	// Logger is the root logger.
@@ -211,7 +216,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (*Replica, error) {
 		Client: mgr.GetClient(), Scheme: o.Scheme, Registry: rp.Registry, Ownership: rp.Coordinator,
 		Identity: o.Identity, Holder: shard.HolderIdentity(o.Identity, o.Incarnation), Recorder: mgr.GetEventRecorder("clustershard-remotecluster"),
 		KubeConfig: o.KubeConfig, Kinds: o.Kinds, ProbeTimeout: o.ProbeTimeout, StopTimeout: o.Shard.StopTimeout,
-		InstallTimeout: o.InstallTimeout, HelmTimeout: o.HelmTimeout,
+		InstallTimeout: o.InstallTimeout, HelmTimeout: o.HelmTimeout, Workers: o.RemoteClusterWorkers,
 		Charts: rp.charts, Enqueue: rp.notifier.Notify, Resync: o.Resync, CleanupTimeout: o.CleanupTimeout,
 	}
 	rp.notifier.OnLost = rec.Forget
@@ -222,6 +227,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (*Replica, error) {
 			return &replicate.Reconciler{
 				Client: mgr.GetClient(), Registry: rp.Registry, Ownership: rp.Coordinator, Identity: o.Identity,
 				Kind: k, Recorder: replicateRecorder, UnownedGrace: o.UnownedGrace, Recheck: o.Recheck,
+				Workers: o.ReplicateWorkers,
 			}
 		},
 		Kinds: o.Kinds, Subscribe: rp.notifier.Subscribe,

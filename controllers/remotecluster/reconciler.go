@@ -23,6 +23,7 @@ import (
 
 	"github.com/clustershard/clustershard/api/v1alpha1"
 	"github.com/clustershard/clustershard/internal/helmrelease"
+	"github.com/clustershard/clustershard/internal/metrics"
 	"github.com/clustershard/clustershard/internal/remote"
 	"github.com/clustershard/clustershard/internal/remotecopy"
 	"github.com/clustershard/clustershard/internal/remotefence"
@@ -253,7 +254,9 @@ func (r *Reconciler) ensure(ctx context.Context, rc *v1alpha1.RemoteCluster) err
 	key := installKey(rc, hash)
 	var installErr error
 	if !running {
+		step := time.Now()
 		version, err := probe(ctx, cfg, r.probeTimeout())
+		step = observeStep(metrics.SpawnProbe, step)
 		if err != nil {
 			return r.fail(rc, v1alpha1.ConditionConnected, v1alpha1.ReasonUnreachable, fmt.Errorf("remote API server unreachable: %w", err))
 		}
@@ -262,11 +265,14 @@ func (r *Reconciler) ensure(ctx context.Context, rc *v1alpha1.RemoteCluster) err
 		// A new manager is a new epoch: raised before any other remote
 		// write of this replica, so the remote refuses earlier owners'.
 		epoch, err := r.raiseEpoch(ctx, rc, cfg)
+		step = observeStep(metrics.SpawnEpoch, step)
 		if err != nil {
 			return err
 		}
 		cfg = epoch.Config(cfg)
-		if err := r.install(ctx, rc, cfg); err != nil {
+		err = r.install(ctx, rc, cfg)
+		step = observeStep(metrics.SpawnInstall, step)
+		if err != nil {
 			if errors.Is(err, errChartPending) {
 				// Spawned once the chart is there: the fetch re-enqueues.
 				r.setCondition(rc, v1alpha1.ConditionInstalled, false, v1alpha1.ReasonChartPending, err.Error())
@@ -282,6 +288,7 @@ func (r *Reconciler) ensure(ctx context.Context, rc *v1alpha1.RemoteCluster) err
 			}
 			return err
 		})
+		observeStep(metrics.SpawnStart, step)
 		if err != nil {
 			return r.fail(rc, v1alpha1.ConditionReady, v1alpha1.ReasonSpawnFailed, fmt.Errorf("spawn the remote manager: %w", err))
 		}
@@ -329,4 +336,12 @@ func (r *Reconciler) ensure(ctx context.Context, rc *v1alpha1.RemoteCluster) err
 		return errors.Join(installErr, r.fail(rc, v1alpha1.ConditionReady, v1alpha1.ReasonNotConnected, fmt.Errorf("remote manager is %s", info.State)))
 	}
 	return installErr
+}
+
+// observeStep records a step of a spawn that began at began and returns now,
+// when the next step begins.
+func observeStep(step string, began time.Time) time.Time {
+	now := time.Now()
+	metrics.SpawnStepDuration.WithLabelValues(step).Observe(now.Sub(began).Seconds())
+	return now
 }

@@ -70,6 +70,9 @@ type Reconciler struct {
 	// has no running owner, is looked at again; events (a RemoteCluster
 	// created, a manager running) wake it sooner (default DefaultRecheck).
 	Recheck time.Duration
+	// Workers is how many sources of the kind reconcile at once (default
+	// DefaultWorkers); one source never reconciles twice at once.
+	Workers int
 	// Recorder emits Events on sources.
 	Recorder events.EventRecorder
 

@@ -41,7 +41,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, clu
 	})
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(name(r.Kind)).
-		WithOptions(controller.Options{RateLimiter: rateLimiter()}).
+		WithOptions(controller.Options{RateLimiter: rateLimiter(), MaxConcurrentReconciles: r.workers()}).
 		For(r.Kind.New(), builder.WithPredicates(bound)).
 		WatchesRawSource(source.Channel(clusterEvents, handler.EnqueueRequestsFromMapFunc(r.sourcesOfCluster))).
 		Complete(r)
@@ -52,7 +52,18 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, clu
 const (
 	DefaultUnownedGrace = 30 * time.Second
 	DefaultRecheck      = 10 * time.Second
+	// DefaultWorkers is how many sources of one kind reconcile at once.
+	// A sync waits on two API servers (the remote write, the source's
+	// outcome), so one worker leaves both mostly idle.
+	DefaultWorkers = 16
 )
+
+func (r *Reconciler) workers() int {
+	if r.Workers <= 0 {
+		return DefaultWorkers
+	}
+	return r.Workers
+}
 
 func (r *Reconciler) recheck() time.Duration {
 	if r.Recheck <= 0 {

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -31,16 +33,16 @@ func (r *Reconciler) writeCopy(ctx context.Context, c client.Client, key string,
 	strategy := r.Kind.UpdateStrategy()
 	want := desired.GetAnnotations()[v1alpha1.SpecHashAnnotation]
 	var old *unstructured.Unstructured
-	if strategy != remotecopy.UpdateApply {
-		cp := r.Kind.New()
-		err := c.Get(ctx, client.ObjectKeyFromObject(desired), cp)
-		switch {
-		case apierrors.IsNotFound(err):
-		case err != nil:
-			return write{}, err
-		case cp.GetLabels()[v1alpha1.CopyClusterLabel] == cluster:
-			old = cp
-		}
+	cp := r.Kind.New()
+	err := c.Get(ctx, client.ObjectKeyFromObject(desired), cp)
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil && strategy != remotecopy.UpdateApply:
+		return write{}, err
+	case err != nil:
+		// Apply needs no read: write as if nothing were known.
+	case cp.GetLabels()[v1alpha1.CopyClusterLabel] == cluster:
+		old = cp
 	}
 	if old != nil && !old.GetDeletionTimestamp().IsZero() {
 		why, _ := r.recreating.Load(key)
@@ -55,7 +57,14 @@ func (r *Reconciler) writeCopy(ctx context.Context, c client.Client, key string,
 			return r.deleteForRecreate(ctx, c, key, old, "update strategy Recreate, the spec changed")
 		}
 	}
-	err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(desired), client.FieldOwner(v1alpha1.FieldManager), client.ForceOwnership)
+	if old != nil && old.GetDeletionTimestamp().IsZero() && current(old, desired) {
+		// Nothing to change: the source's own updates (its finalizer, its
+		// outcome, its status) re-run this reconcile, and each apply, even
+		// one that changes nothing, costs the remote a full write (admission,
+		// webhooks, the fence's policy).
+		return write{}, nil
+	}
+	err = c.Apply(ctx, client.ApplyConfigurationFromUnstructured(desired), client.FieldOwner(v1alpha1.FieldManager), client.ForceOwnership)
 	if err != nil && old != nil && deniedByWebhook(err) && old.GetAnnotations()[v1alpha1.SpecHashAnnotation] != want {
 		return r.deleteForRecreate(ctx, c, key, old, fmt.Sprintf("update strategy %s, the remote refused the spec change: %s", strategy, remoteMessage(err)))
 	}
@@ -92,4 +101,22 @@ func remoteMessage(err error) string {
 		return status.Status().Message
 	}
 	return err.Error()
+}
+
+// current reports whether the copy old already is desired: the same
+// top-level fields (spec and the others; status aside), the same labels and
+// the same annotations. Anything else, a field the remote defaulted or one
+// added by hand included, is applied as before.
+func current(old, desired *unstructured.Unstructured) bool {
+	for key, v := range desired.Object {
+		if key != "metadata" && !equality.Semantic.DeepEqual(old.Object[key], v) {
+			return false
+		}
+	}
+	for key := range old.Object {
+		if _, ok := desired.Object[key]; !ok && key != "metadata" && key != "status" {
+			return false
+		}
+	}
+	return maps.Equal(old.GetLabels(), desired.GetLabels()) && maps.Equal(old.GetAnnotations(), desired.GetAnnotations())
 }

@@ -72,6 +72,15 @@ var (
 		Help:    "Seconds from the ring assigning a cluster to this replica to its remote manager running here.",
 		Buckets: []float64{0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 15, 20, 30, 60},
 	})
+	// SpawnStepDuration is how long each step of bringing up a cluster's
+	// remote manager took.
+	SpawnStepDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "clustershard_spawn_step_duration_seconds",
+		Help: "Seconds each step of bringing up a cluster's remote manager took on this replica, by step: " +
+			"probe (the remote /version), epoch (raising the ownership epoch in the remote), install (spec.install: CRDs, Helm), " +
+			"start (the remote manager until its caches synced and its controllers started).",
+		Buckets: []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30},
+	}, []string{"step"})
 	// UnmanagedDuration is how long a cluster went without a running remote
 	// manager, observed when this replica's manager for it starts.
 	UnmanagedDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
@@ -131,10 +140,18 @@ const (
 func Collectors() []prometheus.Collector {
 	return []prometheus.Collector{
 		RingMembers, OwnedClusters, Clusters, UnownedClusters, Fenced, MembershipRenewFailures, LeaseTransitions,
-		OwnershipWrites, HandoverDuration, UnmanagedDuration, RemoteManagers, RemoteProbeDuration, RemoteProbeFailures,
+		OwnershipWrites, HandoverDuration, SpawnStepDuration, UnmanagedDuration, RemoteManagers, RemoteProbeDuration, RemoteProbeFailures,
 		ReplicatedObjects, ReplicationLag, ReplicationErrors, HelmOperations, RemoteWritesInDoubt, RemoteUnfenced,
 	}
 }
+
+// Steps of SpawnStepDuration.
+const (
+	SpawnProbe   = "probe"
+	SpawnEpoch   = "epoch"
+	SpawnInstall = "install"
+	SpawnStart   = "start"
+)
 
 // initLabels creates every known label combination at zero, so a series
 // exists (and rate() works) before its first event.
@@ -147,6 +164,9 @@ func initLabels() {
 	}
 	for _, v := range []string{"create", "update", "delete"} {
 		OwnershipWrites.WithLabelValues(v, "cluster")
+	}
+	for _, s := range []string{SpawnProbe, SpawnEpoch, SpawnInstall, SpawnStart} {
+		SpawnStepDuration.WithLabelValues(s)
 	}
 	for _, s := range []string{"Starting", "Running", "Unhealthy", "Failed", "Stopping"} {
 		RemoteManagers.WithLabelValues(s)

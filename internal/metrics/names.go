@@ -18,6 +18,7 @@ var (
 	}
 	histograms = []string{
 		"clustershard_handover_duration_seconds", "clustershard_cluster_unmanaged_duration_seconds",
+		"clustershard_spawn_step_duration_seconds",
 		"clustershard_remote_probe_duration_seconds", "clustershard_replication_sync_lag_seconds",
 	}
 	// controller-runtime's standard series, and Prometheus' own up.

@@ -16,10 +16,16 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
 	"github.com/clustershard/clustershard/bench"
 )
 
 func main() {
+	// The harness's own controller-runtime logs (envtest) are not the
+	// benchmark's output.
+	ctrllog.SetLogger(logr.Discard())
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)

@@ -130,6 +130,7 @@ func (o *options) run(ctx context.Context) error {
 		ShutdownTimeout: o.shutdownTimeout, CleanupTimeout: o.cleanupTimeout, Logger: log,
 		RemoteStartTimeout: o.remoteStartTimeout, InstallTimeout: o.installTimeout, HelmTimeout: o.helmTimeout,
 		Resync: o.resync, UnownedGrace: o.unownedGrace, Recheck: o.recheck,
+		RemoteClusterWorkers: o.rcWorkers, ReplicateWorkers: o.replWorkers,
 		Charts: helmrelease.Options{Dir: o.chartDir, Timeout: o.chartTimeout},
 	})
 	if err != nil {

@@ -48,6 +48,8 @@ type options struct {
 	resync             time.Duration
 	unownedGrace       time.Duration
 	recheck            time.Duration
+	rcWorkers          int
+	replWorkers        int
 	chartDir           string
 	chartTimeout       time.Duration
 	allowExec          bool
@@ -102,6 +104,8 @@ func (o *options) addRun(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.resync, "resync-period", d.Resync, "How often each owned RemoteCluster is reconciled again (its Helm release checked, its conditions refreshed).")
 	fs.DurationVar(&o.unownedGrace, "unowned-grace", 0, "How long a source's cluster may have no running owner before the source says so (0: twice --lease-duration, so a crash take-over is not reported).")
 	fs.DurationVar(&o.recheck, "recheck-interval", d.Recheck, "How often a source whose RemoteCluster is missing or has no running owner is looked at again (events wake it sooner).")
+	fs.IntVar(&o.rcWorkers, "remotecluster-workers", d.RemoteClusterWorkers, "How many RemoteClusters reconcile (probe, epoch, install, spawn) at once; a hand-over of many clusters spawns this many at a time.")
+	fs.IntVar(&o.replWorkers, "replicate-workers", d.ReplicateWorkers, "How many sources of each replicated kind reconcile at once.")
 	fs.StringVar(&o.chartDir, "chart-cache-dir", "", "Scratch folder of spec.install.helm chart fetches (repository indexes; OCI credentials file registry-config.json). Default: a folder under $TMPDIR.")
 	fs.DurationVar(&o.chartTimeout, "chart-fetch-timeout", d.Charts.Timeout, "Bound of one chart download; fetches run in the background and never hold other clusters.")
 	fs.BoolVar(&o.allowExec, "allow-exec-kubeconfig", false, "Allow exec and auth-provider credentials in remote kubeconfigs (they run commands inside the controller).")
@@ -159,8 +163,8 @@ func (o *options) validateRun() error {
 	if o.ringLoadFactor != 0 && o.ringLoadFactor <= 1 {
 		errs = append(errs, fmt.Errorf("--ring-load-factor %v must be 0 or greater than 1", o.ringLoadFactor))
 	}
-	if o.ringVNodes <= 0 || o.movesPerSecond <= 0 || o.clientQPS <= 0 || o.clientBurst <= 0 || o.probeFailures <= 0 {
-		errs = append(errs, errors.New("--ring-vnodes, --moves-per-second, --remote-qps, --remote-burst and --probe-failures must be positive"))
+	if o.ringVNodes <= 0 || o.movesPerSecond <= 0 || o.clientQPS <= 0 || o.clientBurst <= 0 || o.probeFailures <= 0 || o.rcWorkers <= 0 || o.replWorkers <= 0 {
+		errs = append(errs, errors.New("--ring-vnodes, --moves-per-second, --remote-qps, --remote-burst, --probe-failures, --remotecluster-workers and --replicate-workers must be positive"))
 	}
 	for _, f := range []struct {
 		name string

@@ -26,6 +26,7 @@ type replica struct {
 	id      string
 	journal string
 	probe   string // host:port of its health probes on loopback
+	metrics string // host:port of its metrics on loopback
 	cmd     *exec.Cmd
 	exited  chan struct{}
 	// killedAt is when the process was seen dead after the runner's SIGKILL
@@ -79,6 +80,11 @@ func (r *Runner) spawn(id string) (*replica, error) {
 		_ = logf.Close()
 		return nil, err
 	}
+	metricsAddr, err := freeLoopbackAddr()
+	if err != nil {
+		_ = logf.Close()
+		return nil, err
+	}
 	ov := r.overrides[id]
 	lease, renew, retry := r.o.LeaseDuration, r.renewDeadline(), r.o.retryPeriod()
 	if ov.leaseDuration != 0 {
@@ -89,7 +95,7 @@ func (r *Runner) spawn(id string) (*replica, error) {
 		"--replicate-kind", fleet.ExampleKind,
 		"--lease-duration", lease.String(), "--renew-deadline", renew.String(), "--retry-period", retry.String(),
 		"--probe-interval", "1s", "--shutdown-timeout", "20s", "--ownership-journal", base+".journal",
-		"--metrics-bind-address", "0", "--health-probe-bind-address", probe)
+		"--metrics-bind-address", metricsAddr, "--health-probe-bind-address", probe)
 	cmd.Args = append(cmd.Args, ov.args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -97,7 +103,7 @@ func (r *Runner) spawn(id string) (*replica, error) {
 		_ = logf.Close()
 		return nil, err
 	}
-	rep := &replica{id: id, journal: base + ".journal", probe: probe, cmd: cmd, exited: make(chan struct{}), renewDeadline: renew}
+	rep := &replica{id: id, journal: base + ".journal", probe: probe, metrics: metricsAddr, cmd: cmd, exited: make(chan struct{}), renewDeadline: renew}
 	go func() {
 		_ = cmd.Wait()
 		_ = logf.Close()

@@ -1,0 +1,110 @@
+package drill
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// Histogram is the count and sum of one histogram series.
+type Histogram struct {
+	Count uint64
+	Sum   float64
+}
+
+// ScrapeHistograms reads, from the metrics endpoint of every live replica,
+// the histogram family name by its label label: per process
+// (replica@incarnation-index), per label value. Counters restart with a
+// process, so a difference is taken per process.
+func (s *Session) ScrapeHistograms(ctx context.Context, name, label string) (map[string]map[string]Histogram, error) {
+	out := map[string]map[string]Histogram{}
+	for i, rep := range s.r.reps.all {
+		if s.r.reps.live[rep.id] != rep {
+			continue
+		}
+		fams, err := scrape(ctx, rep.metrics)
+		if err != nil {
+			return nil, fmt.Errorf("scrape %s: %w", rep.id, err)
+		}
+		per := map[string]Histogram{}
+		if f := fams[name]; f != nil {
+			for _, m := range f.GetMetric() {
+				v := ""
+				for _, l := range m.GetLabel() {
+					if l.GetName() == label {
+						v = l.GetValue()
+					}
+				}
+				h := m.GetHistogram()
+				per[v] = Histogram{Count: h.GetSampleCount(), Sum: h.GetSampleSum()}
+			}
+		}
+		out[fmt.Sprintf("%s#%d", rep.id, i)] = per
+	}
+	return out, nil
+}
+
+// Counters sums, over every live replica, the counter family name by the
+// values of labels (joined by "|").
+func (s *Session) Counters(ctx context.Context, name string, labels ...string) (map[string]float64, error) {
+	out := map[string]float64{}
+	for _, rep := range s.r.reps.all {
+		if s.r.reps.live[rep.id] != rep {
+			continue
+		}
+		fams, err := scrape(ctx, rep.metrics)
+		if err != nil {
+			return nil, fmt.Errorf("scrape %s: %w", rep.id, err)
+		}
+		f := fams[name]
+		if f == nil {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			key := ""
+			for i, want := range labels {
+				if i > 0 {
+					key += "|"
+				}
+				for _, l := range m.GetLabel() {
+					if l.GetName() == want {
+						key += l.GetValue()
+					}
+				}
+			}
+			out[key] += m.GetCounter().GetValue()
+		}
+	}
+	return out, nil
+}
+
+func scrape(ctx context.Context, addr string) (map[string]*dto.MetricFamily, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("HTTP %d", resp.StatusCode)
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	return p.TextToMetricFamilies(resp.Body)
+}
+
+// ManagementHosts are the host:port addresses the replicas reach the
+// management API server at: each replica's own loopback proxy.
+func (s *Session) ManagementHosts() map[string]bool {
+	out := map[string]bool{}
+	for _, p := range s.r.proxies {
+		out[p.Addr()] = true
+	}
+	return out
+}
