@@ -78,6 +78,11 @@ const (
 	// namespaces it created for copies.
 	InstalledByLabel = "clustershard.io/installed-by"
 
+	// InstallHashAnnotation on a CRD clustershard copied into a remote
+	// cluster is the hash of what it applied: a new owner that finds it
+	// unchanged (and the CRD established) applies nothing.
+	InstallHashAnnotation = "clustershard.io/install-hash"
+
 	// RemoteFinalizersAnnotation on a source being deleted lists the
 	// finalizers its remote copy still carries (say Chaos Mesh's
 	// chaos-mesh/records while it recovers the experiment).

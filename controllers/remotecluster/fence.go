@@ -17,9 +17,13 @@ import (
 // raiseEpoch starts this replica's ownership epoch in the remote cluster,
 // before its first write there (install, Helm, the remote manager), and
 // records the outcome in RemoteFenced. The epoch's own writes pass this
-// replica's fence like every other remote write.
-func (r *Reconciler) raiseEpoch(ctx context.Context, rc *v1alpha1.RemoteCluster, cfg *rest.Config) (remotefence.Epoch, error) {
-	e, err := remotefence.Raise(ctx, registry.FencedConfig(cfg, rc.Name, r.Ownership), remotefence.Options{Cluster: rc.Name, EnforceWait: r.installTimeout()})
+// replica's fence like every other remote write. key (the kubeconfig's
+// hash; "" for none) lets a raise skip what an earlier one with the same
+// credentials learnt (remotefence.Memo).
+func (r *Reconciler) raiseEpoch(ctx context.Context, rc *v1alpha1.RemoteCluster, cfg *rest.Config, key string) (remotefence.Epoch, error) {
+	e, err := remotefence.Raise(ctx, registry.FencedConfig(cfg, rc.Name, r.Ownership), remotefence.Options{
+		Cluster: rc.Name, EnforceWait: r.installTimeout(), Memo: &r.fenceMemo, Key: key,
+	})
 	if err != nil {
 		r.forgetEpoch(rc.Name)
 		return e, r.fail(rc, v1alpha1.ConditionRemoteFenced, v1alpha1.ReasonFenceFailed, fmt.Errorf("raise the ownership epoch in the remote cluster: %w", err))

@@ -2,6 +2,8 @@ package remotecluster
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -68,6 +70,7 @@ func (r *Reconciler) install(ctx context.Context, rc *v1alpha1.RemoteCluster, cf
 		}
 	}
 	var applied, shippedNames []string
+	current := 0
 	if wantCRDs {
 		// CRDs the Helm release ships have one writer, Helm: none is applied.
 		shipped, err := r.shippedCRDs(rc)
@@ -86,6 +89,10 @@ func (r *Reconciler) install(ctx context.Context, rc *v1alpha1.RemoteCluster, cf
 			obj, err := crdApplyObject(&crd)
 			if err != nil {
 				return err
+			}
+			if crdCurrent(ctx, remote, obj) {
+				current++ // applied by an earlier owner, unchanged since, served
+				continue
 			}
 			if err := r.owned(rc.Name, func() error {
 				return remote.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner(v1alpha1.FieldManager), client.ForceOwnership)
@@ -106,9 +113,9 @@ func (r *Reconciler) install(ctx context.Context, rc *v1alpha1.RemoteCluster, cf
 			return err
 		}
 	}
-	msg := fmt.Sprintf("%d CRDs applied; namespace %q", len(applied), ns)
+	msg := fmt.Sprintf("%d CRDs applied, %d current; namespace %q", len(applied), current, ns)
 	if len(shippedNames) > 0 {
-		msg = fmt.Sprintf("%d CRDs applied, %d shipped by the Helm release (%s); namespace %q", len(applied), len(shippedNames), strings.Join(shippedNames, ", "), ns)
+		msg = fmt.Sprintf("%d CRDs applied, %d current, %d shipped by the Helm release (%s); namespace %q", len(applied), current, len(shippedNames), strings.Join(shippedNames, ", "), ns)
 	}
 	if wantHelm {
 		helm, err := r.ensureHelm(ctx, rc, cfg)
@@ -158,7 +165,32 @@ func crdApplyObject(crd *apiextensionsv1.CustomResourceDefinition) (*unstructure
 	obj.SetKind("CustomResourceDefinition")
 	obj.SetName(crd.Name)
 	obj.SetLabels(map[string]string{v1alpha1.InstalledByLabel: "clustershard"})
+	// The hash of what is applied, recorded with it: the next owner compares
+	// instead of applying (a no-op apply of a large CRD still costs the
+	// remote API server a full write).
+	sum := sha256.Sum256(spec)
+	obj.SetAnnotations(map[string]string{v1alpha1.InstallHashAnnotation: hex.EncodeToString(sum[:8])})
 	return obj, nil
+}
+
+// crdCurrent reports whether the remote CRD is what obj applies (its
+// install hash and its clustershard label) and is established. A failed
+// read counts as not current: the apply runs as before.
+func crdCurrent(ctx context.Context, c client.Client, obj *unstructured.Unstructured) bool {
+	var crd apiextensionsv1.CustomResourceDefinition
+	if err := c.Get(ctx, client.ObjectKey{Name: obj.GetName()}, &crd); err != nil {
+		return false
+	}
+	if crd.Annotations[v1alpha1.InstallHashAnnotation] != obj.GetAnnotations()[v1alpha1.InstallHashAnnotation] ||
+		crd.Labels[v1alpha1.InstalledByLabel] != obj.GetLabels()[v1alpha1.InstalledByLabel] || !crd.DeletionTimestamp.IsZero() {
+		return false
+	}
+	for _, c := range crd.Status.Conditions {
+		if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
+			return true
+		}
+	}
+	return false
 }
 
 func waitEstablished(ctx context.Context, c client.Client, name string, timeout time.Duration) error {
@@ -189,8 +221,9 @@ func (r *Reconciler) uninstall(ctx context.Context, rc *v1alpha1.RemoteCluster) 
 	if err != nil {
 		return err
 	}
-	// The manager has stopped: the clean-up is an epoch of its own.
-	epoch, err := r.raiseEpoch(ctx, rc, cfg)
+	// The manager has stopped: the clean-up is an epoch of its own, raised
+	// in full (the policy may have been removed since).
+	epoch, err := r.raiseEpoch(ctx, rc, cfg, "")
 	if err != nil {
 		return err
 	}

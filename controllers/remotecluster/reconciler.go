@@ -117,6 +117,9 @@ type Reconciler struct {
 	spawned   map[string]string    // cluster -> kubeconfig hash of the running manager
 	installed map[string]installed // cluster -> last spec.install ensured while running
 	epochs    map[string]remotefence.Epoch
+	// fenceMemo is what raising epochs learnt per kubeconfig (its user,
+	// the policy in place), so the next owner period raises faster.
+	fenceMemo remotefence.Memo
 }
 
 // Reconcile brings one RemoteCluster to its desired state if this replica owns it.
@@ -264,7 +267,7 @@ func (r *Reconciler) ensure(ctx context.Context, rc *v1alpha1.RemoteCluster) err
 		r.setCondition(rc, v1alpha1.ConditionConnected, true, v1alpha1.ReasonReachable, "Remote API server "+version+" answered")
 		// A new manager is a new epoch: raised before any other remote
 		// write of this replica, so the remote refuses earlier owners'.
-		epoch, err := r.raiseEpoch(ctx, rc, cfg)
+		epoch, err := r.raiseEpoch(ctx, rc, cfg, hash)
 		step = observeStep(metrics.SpawnEpoch, step)
 		if err != nil {
 			return err

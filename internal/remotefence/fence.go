@@ -104,7 +104,16 @@ type Options struct {
 	// previous epoch (its admission caches follow the policy and the
 	// ConfigMap). Default 10s.
 	EnforceWait time.Duration
+	// Memo and Key, when set, let Raise skip what an earlier Raise with the
+	// same Key (the kubeconfig's hash: one API server, one set of
+	// credentials) learnt; see Memo.
+	Memo *Memo
+	Key  string
 }
+
+// memoWait bounds the enforcement check of a raise that trusted its Memo:
+// past it, the policy is assumed gone and the raise starts again in full.
+const memoWait = time.Second
 
 // Raise starts a new ownership epoch in the remote cluster cfg reaches
 // (cfg's writes must already pass the replica's own fence): it applies the
@@ -125,6 +134,13 @@ func Raise(ctx context.Context, cfg *rest.Config, o Options) (Epoch, error) {
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return Epoch{}, err
+	}
+	if user, ok := o.Memo.get(o.Key); ok {
+		e, err := raiseKnown(ctx, cfg, kube, o, user)
+		if err == nil {
+			return e, nil
+		}
+		o.Memo.Forget(o.Key) // the policy or namespace went away: from the start
 	}
 	e, err := raise(ctx, cfg, kube, o)
 	if err != nil || e.Enforced {
@@ -174,8 +190,32 @@ func raise(ctx context.Context, cfg *rest.Config, kube kubernetes.Interface, o O
 		}
 		return Epoch{}, err
 	}
-	return Epoch{Value: epoch, Enforced: true, Reason: ReasonEnforced, user: user, cluster: o.Cluster,
-		Message: fmt.Sprintf("the remote API server refuses writes of earlier owners (epoch %d, policy %s)", epoch, Policy)}, nil
+	o.Memo.put(o.Key, user)
+	return enforced(user, o.Cluster, epoch), nil
+}
+
+// raiseKnown is raise for a user an earlier raise learnt, in a server where
+// it found the namespace: it checks the policy (reads: an admission cache
+// may still enforce a policy just deleted, so the check alone cannot tell),
+// raises the epoch and checks, for at most memoWait, that it is enforced.
+// Any failure is returned for a raise from the start.
+func raiseKnown(ctx context.Context, cfg *rest.Config, kube kubernetes.Interface, o Options, user authenticationv1.UserInfo) (Epoch, error) {
+	if out, err := applyPolicy(ctx, kube); err != nil || out.Reason != "" {
+		return Epoch{}, errors.Join(err, errors.New(out.Message))
+	}
+	epoch, err := bump(ctx, cfg, kube, user, o.Cluster)
+	if err != nil {
+		return Epoch{}, err
+	}
+	if err := awaitEnforced(ctx, cfg, user, o.Cluster, epoch, min(memoWait, o.EnforceWait)); err != nil {
+		return Epoch{}, err
+	}
+	return enforced(user, o.Cluster, epoch), nil
+}
+
+func enforced(user authenticationv1.UserInfo, cluster string, epoch int64) Epoch {
+	return Epoch{Value: epoch, Enforced: true, Reason: ReasonEnforced, user: user, cluster: cluster,
+		Message: fmt.Sprintf("the remote API server refuses writes of earlier owners (epoch %d, policy %s)", epoch, Policy)}
 }
 
 // ensureNamespace creates Namespace if it is missing.
