@@ -23,7 +23,9 @@ func handovers(ctx context.Context, o drill.Options, logf func(string, ...any)) 
 	lease := o.LeaseDuration
 	var out []Handover
 	var stepsBefore map[string]map[string]drill.Histogram
+	var cpuBefore map[string]float64
 	mark := func() {
+		cpuBefore = cpuSeconds()
 		var err error
 		if stepsBefore, err = s.ScrapeHistograms(ctx, spawnSteps, "step"); err != nil {
 			logf("  cannot scrape the spawn steps: %v", err)
@@ -33,6 +35,7 @@ func handovers(ctx context.Context, o drill.Options, logf func(string, ...any)) 
 		if err := s.Settle(ctx, lease+time.Minute); err != nil {
 			return fmt.Errorf("%s: %w", fault, err)
 		}
+		cpu := cpuSince(cpuBefore)
 		after, err := s.ScrapeHistograms(ctx, spawnSteps, "step")
 		if err != nil {
 			logf("  cannot scrape the spawn steps: %v", err)
@@ -49,6 +52,10 @@ func handovers(ctx context.Context, o drill.Options, logf func(string, ...any)) 
 		}
 		h.P50, h.P99, h.Max = quantile(h.Gaps, 0.5), quantile(h.Gaps, 0.99), quantile(h.Gaps, 1)
 		h.Steps = stepMeans(stepsBefore, after)
+		h.CPU, h.CPUPerSpawnMs = cpu, map[string]float64{}
+		for class, sec := range cpu {
+			h.CPUPerSpawnMs[class] = round(1000*sec/float64(max(len(clusters), 1)), 1)
+		}
 		if p99 {
 			h.Target, h.Met = fmt.Sprintf("p99 ≤ %v", target), h.P99 <= target.Seconds()
 		} else {

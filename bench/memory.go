@@ -18,8 +18,8 @@ const mib = 1 << 20
 // cluster, and the cold start of r replicas over m clusters.
 func memory(ctx context.Context, base drill.Options, sizes []int, r, m int, idle time.Duration, logf func(string, ...any)) (*Memory, error) {
 	res := &Memory{ColdStartR: r, ColdStartM: m, Idle: idle.String()}
-	var xs, ys []float64
-	for _, n := range sizes {
+	var xs, ys, gs []float64
+	for i, n := range sizes {
 		o := base
 		o.Replicas, o.Remotes, o.ClustersPerRemote, o.ObjectsPerCluster = 1, 1, n, 0
 		s, err := drill.NewSession(ctx, o)
@@ -28,16 +28,30 @@ func memory(ctx context.Context, base drill.Options, sizes []int, r, m int, idle
 		}
 		sleep(ctx, idle) // idle: caches synced, start-up garbage collected
 		rss, err := s.RSS()
+		g, gerr := s.Gauges(ctx, "go_goroutines")
+		if err == nil && i == 0 {
+			// The floor, on this session's idle remote API server.
+			res.Floor, err = bareFloor(ctx, s.RemoteConfig(0), m)
+			if err == nil {
+				logf("  bare-manager floor: %d managers synced in %.2fs; per manager %.2f ms CPU (API servers and etcd %.2f ms), %.1f goroutines, %.3f MiB heap",
+					m, res.Floor.Seconds, res.Floor.CPUPerManagerMs, res.Floor.APIPerManagerMs, res.Floor.GoroutinesPerMgr, res.Floor.HeapMiBPerManager)
+			}
+		}
 		_ = s.Close()
 		if err != nil {
 			return res, err
 		}
 		v := float64(rss[drill.ReplicaID(0)]) / mib
-		res.Points = append(res.Points, MemoryPoint{Clusters: n, RSSMiB: round(v, 1)})
-		xs, ys = append(xs, float64(n)), append(ys, v)
-		logf("  1 replica owning %d clusters: RSS %.1f MiB", n, v)
+		p := MemoryPoint{Clusters: n, RSSMiB: round(v, 1)}
+		if gerr == nil {
+			p.Goroutines = g[drill.ReplicaID(0)]
+		}
+		res.Points = append(res.Points, p)
+		xs, ys, gs = append(xs, float64(n)), append(ys, v), append(gs, p.Goroutines)
+		logf("  1 replica owning %d clusters: RSS %.1f MiB, %.0f goroutines", n, v, p.Goroutines)
 	}
 	res.MiBPerCluster = round(slope(xs, ys), 3)
+	res.GoroutinesPerCluster = round(slope(xs, gs), 1)
 
 	o := base
 	o.Replicas, o.Remotes, o.ClustersPerRemote, o.ObjectsPerCluster = r, 2, m/2, 0
@@ -48,6 +62,13 @@ func memory(ctx context.Context, base drill.Options, sizes []int, r, m int, idle
 	defer func() { _ = s.Close() }()
 	res.ColdAllOwned = round(s.AllOwned().Seconds(), 3)
 	res.ColdAllRunning = round(s.StartUp().Seconds(), 3)
+	var replicaCPU float64
+	for _, pid := range s.PIDs() {
+		if t, ok := procTicks(pid); ok {
+			replicaCPU += t
+		}
+	}
+	res.ColdReplicaCPUPerSpawnMs = round(1000*replicaCPU/float64(m), 2)
 	rss, err := s.RSS()
 	if err != nil {
 		return res, err
@@ -55,6 +76,7 @@ func memory(ctx context.Context, base drill.Options, sizes []int, r, m int, idle
 	for _, id := range slices.Sorted(maps.Keys(rss)) {
 		res.ColdStartRSSMiB = append(res.ColdStartRSSMiB, round(float64(rss[id])/mib, 1))
 	}
-	logf("  cold start R=%d M=%d: all owned after %.2fs, all managers running after %.2fs; RSS %v MiB", r, m, res.ColdAllOwned, res.ColdAllRunning, res.ColdStartRSSMiB)
+	logf("  cold start R=%d M=%d: all owned after %.2fs, all managers running after %.2fs; RSS %v MiB; replica CPU per spawn %.2f ms",
+		r, m, res.ColdAllOwned, res.ColdAllRunning, res.ColdStartRSSMiB, res.ColdReplicaCPUPerSpawnMs)
 	return res, nil
 }

@@ -98,6 +98,10 @@ type Handover struct {
 	// Steps is the mean time of each step of the spawns the receiving
 	// replicas made during the hand-over (clustershard_spawn_step_duration_seconds).
 	Steps []Step `json:"spawnSteps,omitempty"`
+	// CPU is the CPU seconds each process class used from the fault until
+	// every moved cluster ran again; CPUPerSpawnMs the same per moved cluster.
+	CPU           map[string]float64 `json:"cpuSeconds,omitempty"`
+	CPUPerSpawnMs map[string]float64 `json:"cpuPerSpawnMs,omitempty"`
 }
 
 // Step is the mean duration of one spawn step over Count spawns.
@@ -131,12 +135,22 @@ type Memory struct {
 	ColdAllOwned    float64       `json:"coldStartAllOwnedSeconds"`
 	ColdAllRunning  float64       `json:"coldStartAllRunningSeconds"`
 	ColdStartRSSMiB []float64     `json:"coldStartRSSMiB"`
+	// ColdReplicaCPUPerSpawnMs is the replicas' CPU from their start until
+	// every manager ran, per cluster; Floor the bare-manager floor measured
+	// in the same run, to compare it with.
+	ColdReplicaCPUPerSpawnMs float64 `json:"coldStartReplicaCPUPerSpawnMs,omitempty"`
+	Floor                    *Floor  `json:"floor,omitempty"`
+	// GoroutinesPerCluster is the slope of the replica's goroutines over
+	// owned idle clusters.
+	GoroutinesPerCluster float64 `json:"goroutinesPerCluster,omitempty"`
 }
 
 // MemoryPoint is one replica's RSS owning Clusters idle clusters.
 type MemoryPoint struct {
 	Clusters int     `json:"clusters"`
 	RSSMiB   float64 `json:"rssMiB"`
+	// Goroutines of the replica (go_goroutines).
+	Goroutines float64 `json:"goroutines,omitempty"`
 }
 
 // Replication is scenario 5.

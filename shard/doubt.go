@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"time"
@@ -69,4 +70,24 @@ func (c *Coordinator) inDoubt(name string) error {
 	}
 	delete(c.doubt, name)
 	return nil
+}
+
+// awaitWrites waits, within ctx, until no remote write of cluster name is
+// in flight, then returns inDoubt: nil when every write was answered (the
+// Lease may be released), the reason otherwise.
+func (c *Coordinator) awaitWrites(ctx context.Context, name string) error {
+	for {
+		c.mu.Lock()
+		d := c.doubt[name]
+		inflight := d != nil && d.inflight > 0
+		c.mu.Unlock()
+		if !inflight {
+			return c.inDoubt(name)
+		}
+		select {
+		case <-ctx.Done():
+			return c.inDoubt(name)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }

@@ -141,3 +141,79 @@ func TestWriteInDoubtAbandonsTheLease(t *testing.T) {
 		t.Fatalf("overlaps: %v", v)
 	}
 }
+
+// A remote write still on its way when the hand-over begins, and answered
+// while the hand-over waits for it (within StopTimeout), does not cost the
+// next owner a lease duration: the Lease is released, not abandoned, and
+// only after the write was answered. (A spawn's epoch raise or install runs
+// outside the remote manager and may be on its way when the ring moves the
+// cluster: abandoning its Lease made the cluster wait a lease duration.)
+func TestWriteAnsweredDuringHandOverIsWaitedFor(t *testing.T) {
+	ns := namespace(t, "write-answered")
+	clusters := names(6)
+	tr := newTracker()
+	in := map[string]*instance{}
+	in["a"] = startInstance(t, ns, "a", clusters, trackingHandler{"a", tr})
+	settled(t, tr, ns, expected(t, []string{"a"}, clusters), in, 30*time.Second)
+	var moving string
+	for _, c := range clusters {
+		if expected(t, []string{"a", "b"}, clusters)[c] == "b" {
+			moving = c
+			break
+		}
+	}
+	if moving == "" {
+		t.Fatal("no cluster moves to b")
+	}
+	ended := in["a"].c.WriteBegan(moving)
+
+	joined := time.Now()
+	in["b"] = startInstance(t, ns, "b", clusters, trackingHandler{"b", tr})
+	var handOverAt, answeredAt, releasedAt, ownedAt time.Time
+	abandoned := false
+	err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, leaseDuration+10*time.Second, true, func(ctx context.Context) (bool, error) {
+		now := time.Now()
+		if handOverAt.IsZero() && !in["a"].c.Owns(moving) {
+			handOverAt = now // a is handing it over, the write still on its way
+		}
+		if !handOverAt.IsZero() && answeredAt.IsZero() && now.Sub(handOverAt) > 300*time.Millisecond {
+			ended(time.Time{}) // answered
+			answeredAt = time.Now()
+		}
+		var l coordinationv1.Lease
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: shard.ClusterLeaseName(moving)}, &l); err == nil {
+			abandoned = abandoned || l.Annotations[v1alpha1.AbandonedAnnotation] == "true"
+			if releasedAt.IsZero() && l.Annotations[v1alpha1.ReleasedByAnnotation] == "a" {
+				releasedAt = now
+			}
+		}
+		if ownedAt.IsZero() && in["b"].c.Owns(moving) {
+			ownedAt = now
+		}
+		return !ownedAt.IsZero(), nil
+	})
+	if answeredAt.IsZero() {
+		ended(time.Time{})
+	}
+	t.Logf("%s: hand-over %v, answered %v, released %v, owned by b %v after b joined", moving,
+		handOverAt.Sub(joined).Round(time.Millisecond), answeredAt.Sub(joined).Round(time.Millisecond),
+		releasedAt.Sub(joined).Round(time.Millisecond), ownedAt.Sub(joined).Round(time.Millisecond))
+	if err != nil {
+		t.Fatalf("b did not own %s: %v", moving, err)
+	}
+	if abandoned || answeredAt.IsZero() {
+		t.Errorf("the Lease was abandoned (%v), or the write was never seen on its way during the hand-over (answered %v)", abandoned, !answeredAt.IsZero())
+	}
+	if !releasedAt.IsZero() && releasedAt.Before(answeredAt) {
+		t.Errorf("released %v before the write was answered", answeredAt.Sub(releasedAt))
+	}
+	if ownedAt.Before(answeredAt) {
+		t.Errorf("b owned %s %v before a's write was answered", moving, answeredAt.Sub(ownedAt))
+	}
+	if ownedAt.Sub(answeredAt) >= leaseDuration {
+		t.Errorf("b owned %s %v after the write was answered: the Lease waited a lease duration", moving, ownedAt.Sub(answeredAt))
+	}
+	if v := tr.check(); len(v) > 0 {
+		t.Fatalf("overlaps: %v", v)
+	}
+}

@@ -119,15 +119,20 @@ func (c *Coordinator) handOver(ctx context.Context, name string, deleted bool) <
 		sctx, cancel := c.stopBudget(ctx)
 		err := c.stop(sctx, name, st)
 		c.stopped(name, err)
+		if err == nil {
+			// A write still on its way (a spawn's epoch raise or install
+			// runs outside the manager) is answered or cut within its
+			// fence deadline: wait for it, within the stop budget, rather
+			// than abandon the Lease at once and make the next owner wait a
+			// lease duration.
+			err = c.awaitWrites(sctx, name)
+		} else {
+			err = fmt.Errorf("remote manager did not stop in time: %w", err)
+		}
 		cancel()
 		c.o.journal(c.o.Clock.Now(), JournalStopped, name)
 		wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), c.o.RenewDeadline)
 		defer wcancel()
-		if err != nil {
-			err = fmt.Errorf("remote manager did not stop in time: %w", err)
-		} else {
-			err = c.inDoubt(name) // a write that may still land after a release
-		}
 		if err != nil {
 			c.log.Error(err, "Leaving the Lease to expire instead of releasing it", "cluster", name)
 			c.releaseLease(wctx, name, true, false)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 
+	"k8s.io/client-go/rest"
+
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -108,3 +110,30 @@ func (s *Session) ManagementHosts() map[string]bool {
 	}
 	return out
 }
+
+// Gauges reads the gauge name from every live replica, by replica id.
+func (s *Session) Gauges(ctx context.Context, name string) (map[string]float64, error) {
+	out := map[string]float64{}
+	for id, rep := range s.r.reps.live {
+		fams, err := scrape(ctx, rep.metrics)
+		if err != nil {
+			return nil, fmt.Errorf("scrape %s: %w", id, err)
+		}
+		if f := fams[name]; f != nil && len(f.GetMetric()) > 0 {
+			out[id] = f.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	return out, nil
+}
+
+// PIDs are the process ids of the live replicas, by replica id.
+func (s *Session) PIDs() map[string]int {
+	out := map[string]int{}
+	for id, rep := range s.r.reps.live {
+		out[id] = rep.cmd.Process.Pid
+	}
+	return out
+}
+
+// RemoteConfig is an admin rest.Config of remote API server i.
+func (s *Session) RemoteConfig(i int) *rest.Config { return s.r.cp.Remotes[i].Config }
