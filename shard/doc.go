@@ -41,8 +41,10 @@
 //  3. Hand over by stop, then release. When the ring moves a cluster away,
 //     the owner stops its remote manager (bounded by StopTimeout), then
 //     releases the Lease, and the new owner, watching Leases, acquires it at
-//     once. If the stop times out, or a write to the cluster is still in
-//     doubt (doubt.go), the Lease is left to expire instead.
+//     once. Remote writes of the cluster still on their way are waited for,
+//     within the same bound. If the stop times out, or a write to the
+//     cluster is still in flight or in doubt (doubt.go), the Lease is left
+//     to expire instead.
 //  4. Self-fencing. A replica whose membership was not renewed within the
 //     renew deadline stops every remote manager and starts none until it
 //     renews again. Every remote write first asks WriteDeadline, on the

@@ -42,7 +42,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, clu
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(name(r.Kind)).
 		WithOptions(controller.Options{RateLimiter: rateLimiter(), MaxConcurrentReconciles: r.workers()}).
-		For(r.Kind.New(), builder.WithPredicates(bound, skipBookkeeping())).
+		For(r.Kind.New(), builder.WithPredicates(bound)).
 		WatchesRawSource(source.Channel(clusterEvents, handler.EnqueueRequestsFromMapFunc(r.sourcesOfCluster))).
 		Complete(r)
 }

@@ -65,7 +65,7 @@ func (r *Reconciler) writeCopy(ctx context.Context, c client.Client, key string,
 		return write{}, nil
 	}
 	err = c.Apply(ctx, client.ApplyConfigurationFromUnstructured(desired), client.FieldOwner(v1alpha1.FieldManager), client.ForceOwnership)
-	if err != nil && old != nil && deniedByWebhook(err) && old.GetAnnotations()[v1alpha1.SpecHashAnnotation] != want {
+	if err != nil && strategy != remotecopy.UpdateApply && old != nil && deniedByWebhook(err) && old.GetAnnotations()[v1alpha1.SpecHashAnnotation] != want {
 		return r.deleteForRecreate(ctx, c, key, old, fmt.Sprintf("update strategy %s, the remote refused the spec change: %s", strategy, remoteMessage(err)))
 	}
 	return write{}, err
