@@ -81,7 +81,7 @@ func Run(ctx context.Context, c Config) *Results {
 	for _, s := range c.Scenarios {
 		want[s] = true
 	}
-	drillOpts := drill.Options{Binary: c.Binary, LeaseDuration: c.Lease, Out: c.Out}
+	drillOpts := drill.Options{Binary: c.Binary, LeaseDuration: c.Lease, Out: c.Out, Metrics: true}
 
 	if want["writecost"] || want["balance"] {
 		if err := ownershipScenarios(ctx, c, want, res, logf); err != nil {

@@ -80,10 +80,16 @@ func (r *Runner) spawn(id string) (*replica, error) {
 		_ = logf.Close()
 		return nil, err
 	}
-	metricsAddr, err := freeLoopbackAddr()
-	if err != nil {
-		_ = logf.Close()
-		return nil, err
+	metricsAddr := "0"
+	if r.o.Metrics {
+		// Taken with the probe's port still free to be handed out again
+		// would let both be the same: ask for both at once.
+		addrs, err := freeLoopbackAddrs(2)
+		if err != nil {
+			_ = logf.Close()
+			return nil, err
+		}
+		probe, metricsAddr = addrs[0], addrs[1]
 	}
 	ov := r.overrides[id]
 	lease, renew, retry := r.o.LeaseDuration, r.renewDeadline(), r.o.retryPeriod()
@@ -126,6 +132,21 @@ func (r *Runner) startReady(ctx context.Context, ids ...string) error {
 		}
 	}
 	return nil
+}
+
+// freeLoopbackAddrs returns n distinct loopback addresses with ports free
+// right now.
+func freeLoopbackAddrs(n int) ([]string, error) {
+	var out []string
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		defer func() { _ = l.Close() }()
+		out = append(out, l.Addr().String())
+	}
+	return out, nil
 }
 
 // freeLoopbackAddr returns a loopback address with a port free right now.

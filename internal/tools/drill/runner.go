@@ -30,7 +30,10 @@ var Scenarios = []string{"kill", "term", "pause", "queued-writes-pause", "partit
 // Options size and time a drill.
 type Options struct {
 	// Binary is the clustershard binary run as replicas.
-	Binary            string
+	Binary string
+	// Metrics makes each replica serve its metrics on a loopback port
+	// (Session's scrapes); off, they serve none.
+	Metrics           bool
 	Replicas          int
 	Remotes           int
 	ClustersPerRemote int
