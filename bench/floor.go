@@ -11,7 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -67,7 +67,7 @@ func bareFloor(ctx context.Context, cfg *rest.Config, n int) (*Floor, error) {
 		c := rest.CopyConfig(cfg)
 		c.QPS, c.Burst = 20, 40
 		mgr, err := manager.New(c, manager.Options{
-			Scheme:                 scheme.Scheme,
+			Scheme:                 clientgoscheme.Scheme,
 			Metrics:                metricsserver.Options{BindAddress: "0"},
 			HealthProbeBindAddress: "0",
 			Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
