@@ -19,16 +19,24 @@ const (
 // /proc/<pid>/stat (100 on every Linux this runs on).
 const clockTicks = 100
 
-// cpuSeconds returns the CPU seconds (user + system) used so far by this
-// process (the harness) and by its children, by class: replica processes,
-// API servers and etcd. A child that exited is not counted, so take both
-// readings while the processes of the scenario run.
-func cpuSeconds() map[string]float64 {
-	out := map[string]float64{}
-	self := os.Getpid()
-	if t, ok := procTicks(self); ok {
-		out[classHarness] = t
+// cpuReading is the CPU seconds (user + system) used so far by this
+// process (the harness) and by each of its children of a known class
+// (replica processes, API servers, etcd), by class and pid.
+type cpuReading map[string]map[int]float64
+
+// cpuSeconds reads the CPU of the harness and its children now.
+func cpuSeconds() cpuReading {
+	out := cpuReading{}
+	add := func(class string, pid int) {
+		if t, ok := procTicks(pid); ok {
+			if out[class] == nil {
+				out[class] = map[int]float64{}
+			}
+			out[class][pid] = t
+		}
 	}
+	self := os.Getpid()
+	add(classHarness, self)
 	dirs, _ := filepath.Glob("/proc/[0-9]*")
 	for _, d := range dirs {
 		pid, err := strconv.Atoi(filepath.Base(d))
@@ -39,19 +47,13 @@ func cpuSeconds() map[string]float64 {
 		if err != nil {
 			continue
 		}
-		class := ""
 		switch name := strings.TrimSpace(string(comm)); {
 		case name == "kube-apiserver":
-			class = classAPIServers
+			add(classAPIServers, pid)
 		case name == "etcd":
-			class = classEtcd
+			add(classEtcd, pid)
 		case strings.HasPrefix(name, "clustershard"):
-			class = classReplicas
-		default:
-			continue
-		}
-		if t, ok := procTicks(pid); ok {
-			out[class] += t
+			add(classReplicas, pid)
 		}
 	}
 	return out
@@ -94,12 +96,17 @@ func procTicks(pid int) (float64, bool) {
 	return (u + s) / clockTicks, true
 }
 
-// cpuSince is the CPU seconds each class used since before.
-func cpuSince(before map[string]float64) map[string]float64 {
-	now := cpuSeconds()
+// cpuSince is the CPU seconds each class used since before, by the
+// processes running now (one started since counts from zero). A process
+// that exited since is not counted: its CPU is gone with it.
+func cpuSince(before cpuReading) map[string]float64 {
 	out := map[string]float64{}
-	for class, v := range now {
-		out[class] = round(v-before[class], 2)
+	for class, pids := range cpuSeconds() {
+		var sum float64
+		for pid, v := range pids {
+			sum += v - before[class][pid]
+		}
+		out[class] = round(sum, 2)
 	}
 	return out
 }

@@ -23,7 +23,7 @@ func handovers(ctx context.Context, o drill.Options, logf func(string, ...any)) 
 	lease := o.LeaseDuration
 	var out []Handover
 	var stepsBefore map[string]map[string]drill.Histogram
-	var cpuBefore map[string]float64
+	var cpuBefore cpuReading
 	mark := func() {
 		cpuBefore = cpuSeconds()
 		var err error

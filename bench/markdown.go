@@ -102,9 +102,12 @@ func Markdown(r *Results, plots map[string]string, jsonFile string) string {
 				ms[s.Step] = s.MeanMs
 				n = max(n, s.Count)
 			}
-			c := h.CPUPerSpawnMs
-			p("| %s | %d | %.0f ms | %.0f ms | %.0f ms | %.0f ms | %.0f | %.0f | %.0f |", h.Fault, n, ms["probe"], ms["epoch"], ms["install"], ms["start"],
-				c[classReplicas], c[classAPIServers], c[classEtcd])
+			c, cpu := h.CPUPerSpawnMs, func(class string) string { return "–" }
+			if len(c) > 0 {
+				cpu = func(class string) string { return fmt.Sprintf("%.0f", c[class]) }
+			}
+			p("| %s | %d | %.0f ms | %.0f ms | %.0f ms | %.0f ms | %s | %s | %s |", h.Fault, n, ms["probe"], ms["epoch"], ms["install"], ms["start"],
+				cpu(classReplicas), cpu(classAPIServers), cpu(classEtcd))
 		}
 		p("")
 	}
