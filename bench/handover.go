@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/clustershard/clustershard/internal/metrics"
 	"github.com/clustershard/clustershard/internal/tools/drill"
 )
 
@@ -176,7 +177,7 @@ func stepMeans(before, after map[string]map[string]drill.Histogram) []Step {
 		}
 	}
 	var out []Step
-	for _, step := range []string{"probe", "epoch", "install", "start"} {
+	for _, step := range []string{metrics.SpawnProbe, metrics.SpawnEpoch, metrics.SpawnInstall, metrics.SpawnStart} {
 		if a := total[step]; a != nil && a.n > 0 {
 			out = append(out, Step{Step: step, Count: a.n, MeanMs: round(1000*a.sum/float64(a.n), 1)})
 		}

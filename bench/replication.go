@@ -44,16 +44,7 @@ func replicationRun(ctx context.Context, o drill.Options, churn *ReplicationChur
 	syncedBefore := countSynced(ctx, s)
 	var left int
 	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 10*time.Minute, true, func(ctx context.Context) (bool, error) {
-		var list examplev1alpha1.ExampleChaosList
-		if err := s.Client().List(ctx, &list); err != nil {
-			return false, nil //nolint:nilerr // retry
-		}
-		left = total
-		for i := range list.Items {
-			if synced(&list.Items[i]) {
-				left--
-			}
-		}
+		left = total - countSynced(ctx, s)
 		return left == 0, nil
 	})
 	if err != nil {
@@ -162,7 +153,8 @@ func churnLag(ctx context.Context, s *drill.Session, churn *ReplicationChurn) er
 	return nil
 }
 
-// countSynced is how many sources are in sync now.
+// countSynced is how many sources are in sync now (0 when they cannot be
+// listed: the caller looks again).
 func countSynced(ctx context.Context, s *drill.Session) int {
 	var list examplev1alpha1.ExampleChaosList
 	if err := s.Client().List(ctx, &list); err != nil {

@@ -23,7 +23,7 @@ import (
 )
 
 // helmKind is the kind whose CRD the with-crds chart ships.
-var helmKind = mustKind("HelmChaos.v1alpha1.charts.clustershard.io/helmchaos")
+var helmKind = testenv.MustKind("HelmChaos.v1alpha1.charts.clustershard.io/helmchaos")
 
 // installHelmKindCRD creates the with-crds chart's CRD in the management
 // cluster and removes it, from there and from both remotes, at the end.

@@ -12,11 +12,12 @@ import (
 
 	"github.com/clustershard/clustershard/api/v1alpha1"
 	"github.com/clustershard/clustershard/internal/remotecopy"
+	"github.com/clustershard/clustershard/internal/test/testenv"
 	"github.com/clustershard/clustershard/replica"
 )
 
 // shapeKind's CRD is changed by TestShapeFollowsCRD while a replica runs.
-var shapeKind = mustKind("ShapeChaos.v1alpha1.shapes.clustershard.io/shapechaos")
+var shapeKind = testenv.MustKind("ShapeChaos.v1alpha1.shapes.clustershard.io/shapechaos")
 
 // shapeCRD is shapeKind's CRD: without status in its schema, with status
 // (unknown fields kept), and with a status subresource too.

@@ -28,19 +28,11 @@ import (
 )
 
 var (
-	exampleKind = mustKind("ExampleChaos.v1alpha1.example.clustershard.io/examplechaos")
+	exampleKind = testenv.MustKind(testenv.ExampleKind)
 	// strictKind is shaped like Chaos Mesh's chaos kinds (no status
 	// subresource, status.experiment required, minimal conditions).
-	strictKind = mustKind("StrictChaos.v1alpha1.example.clustershard.io/strictchaos")
+	strictKind = testenv.MustKind(testenv.StrictKind)
 )
-
-func mustKind(s string) remotecopy.Kind {
-	k, err := remotecopy.ParseKind(s)
-	if err != nil {
-		panic(err)
-	}
-	return k
-}
 
 type running struct {
 	*replica.Replica

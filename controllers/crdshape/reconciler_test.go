@@ -28,14 +28,6 @@ func TestMain(m *testing.M) {
 	os.Exit(testenv.Run(m, testenv.Options{}, &env))
 }
 
-func mustKind(s string) remotecopy.Kind {
-	k, err := remotecopy.ParseKind(s)
-	if err != nil {
-		panic(err)
-	}
-	return k
-}
-
 // shapeCRD is the CRD of kind (plural: its lower-case name) in group
 // crdshape.clustershard.io: without status in its schema, with a status
 // keeping unknown fields, and with a status subresource too.
@@ -98,7 +90,7 @@ func TestShapeFollowsCRD(t *testing.T) {
 	crd := shapeCRD("FollowChaos", false, false)
 	setCRD(t, crd)
 	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), crd) })
-	k := mustKind("FollowChaos.v1alpha1.crdshape.clustershard.io/followchaos").WithShape(remotecopy.DefaultShape)
+	k := testenv.MustKind("FollowChaos.v1alpha1.crdshape.clustershard.io/followchaos").WithShape(remotecopy.DefaultShape)
 	held := k // a controller's copy of the kind
 	r := &crdshape.Reconciler{Client: env.Client, Kinds: []remotecopy.Kind{k}}
 
@@ -131,7 +123,7 @@ func TestDeletedCRDKeepsLastShape(t *testing.T) {
 	ctx := t.Context()
 	crd := shapeCRD("GoneChaos", true, true)
 	setCRD(t, crd)
-	k := mustKind("GoneChaos.v1alpha1.crdshape.clustershard.io/gonechaos").WithShape(remotecopy.DefaultShape)
+	k := testenv.MustKind("GoneChaos.v1alpha1.crdshape.clustershard.io/gonechaos").WithShape(remotecopy.DefaultShape)
 	r := &crdshape.Reconciler{Client: env.Client, Kinds: []remotecopy.Kind{k}}
 	if err := reconcile(t, r, crd.Name); err != nil {
 		t.Fatal(err)
@@ -164,8 +156,8 @@ func TestDeletedCRDKeepsLastShape(t *testing.T) {
 // ExampleChaos has a status subresource and full conditions. A CRD of no
 // replicated kind changes nothing.
 func TestLearnsEachKindFromItsCRD(t *testing.T) {
-	example := mustKind("ExampleChaos.v1alpha1.example.clustershard.io/examplechaos").WithShape(remotecopy.DefaultShape)
-	strict := mustKind("StrictChaos.v1alpha1.example.clustershard.io/strictchaos").WithShape(remotecopy.DefaultShape)
+	example := testenv.MustKind(testenv.ExampleKind).WithShape(remotecopy.DefaultShape)
+	strict := testenv.MustKind(testenv.StrictKind).WithShape(remotecopy.DefaultShape)
 	r := &crdshape.Reconciler{Client: env.Client, Kinds: []remotecopy.Kind{example, strict}}
 
 	if err := reconcile(t, r, "remoteclusters.clustershard.io"); err != nil {
@@ -201,7 +193,7 @@ func TestLearnsEachKindFromItsCRD(t *testing.T) {
 // A kind whose CRD does not serve its version cannot be learned: Reconcile
 // returns the error (the workqueue retries) and the kind keeps its shape.
 func TestUnservedVersionIsAnError(t *testing.T) {
-	k := mustKind("ExampleChaos.v1beta1.example.clustershard.io/examplechaos").WithShape(remotecopy.DefaultShape)
+	k := testenv.MustKind("ExampleChaos.v1beta1.example.clustershard.io/examplechaos").WithShape(remotecopy.DefaultShape)
 	r := &crdshape.Reconciler{Client: env.Client, Kinds: []remotecopy.Kind{k}}
 	err := reconcile(t, r, k.CRD)
 	if err == nil || !strings.Contains(err.Error(), "v1beta1") {

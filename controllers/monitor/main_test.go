@@ -28,34 +28,16 @@ func TestMain(m *testing.M) {
 }
 
 var (
-	exampleKind = mustKind("ExampleChaos.v1alpha1.example.clustershard.io/examplechaos")
+	exampleKind = testenv.MustKind(testenv.ExampleKind)
 	// strictKind is shaped like Chaos Mesh's chaos kinds (no status
 	// subresource, status.experiment required, minimal conditions).
-	strictKind = mustKind("StrictChaos.v1alpha1.example.clustershard.io/strictchaos")
+	strictKind = testenv.MustKind(testenv.StrictKind)
 	// looseKind keeps any status (its CRD is created by looseCRD): what a
 	// remote controller writes there is not checked by any schema.
-	looseKind = mustKind("LooseChaos.v1alpha1.loose.clustershard.io/loosechaos")
+	looseKind = testenv.MustKind("LooseChaos.v1alpha1.loose.clustershard.io/loosechaos")
 )
 
 const cluster = "east"
-
-func mustKind(s string) remotecopy.Kind {
-	k, err := remotecopy.ParseKind(s)
-	if err != nil {
-		panic(err)
-	}
-	return k
-}
-
-// learned returns k with the shape its CRD in the management cluster gives it.
-func learned(t *testing.T, k remotecopy.Kind) remotecopy.Kind {
-	t.Helper()
-	shape, err := remotecopy.LearnShape(t.Context(), env.Client, k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return k.WithShape(shape)
-}
 
 // newReconciler monitors k's copies in remote 0, the cluster called "east".
 func newReconciler(k remotecopy.Kind) *monitor.Reconciler {

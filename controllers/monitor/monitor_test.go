@@ -37,7 +37,7 @@ func TestRemoteStatusMirrored(t *testing.T) {
 	for _, k := range []remotecopy.Kind{exampleKind, strictKind} {
 		t.Run(k.GVK.Kind, func(t *testing.T) {
 			ctx := t.Context()
-			k := learned(t, k)
+			k := env.Learned(t, k)
 			ns := "mirror-" + strings.ToLower(k.GVK.Kind)
 			inBoth(t, ns)
 			src := newSource(k, ns, "fault", cluster)
@@ -101,7 +101,7 @@ func TestRemoteStatusMirrored(t *testing.T) {
 // another cluster gets no copy here.
 func TestDeletedCopyIsRecreated(t *testing.T) {
 	ctx := t.Context()
-	k := learned(t, strictKind)
+	k := env.Learned(t, strictKind)
 	inBoth(t, "recreate")
 	mine := newSource(k, "recreate", "mine", cluster)
 	theirs := newSource(k, "recreate", "theirs", "west")
@@ -135,7 +135,7 @@ func TestDeletedCopyIsRecreated(t *testing.T) {
 // copy deleted: the Fresh read overrules it.
 func TestOrphanCopyIsDeleted(t *testing.T) {
 	ctx := t.Context()
-	k := learned(t, exampleKind)
+	k := env.Learned(t, exampleKind)
 	inBoth(t, "orphans")
 
 	gone := newSource(k, "orphans", "gone", cluster)
@@ -192,7 +192,7 @@ func TestOrphanCopyIsDeleted(t *testing.T) {
 func TestGarbageRemoteStatus(t *testing.T) {
 	ctx := t.Context()
 	looseCRD(t)
-	k := learned(t, looseKind)
+	k := env.Learned(t, looseKind)
 	inBoth(t, "garbage")
 	cases := map[string]struct {
 		remote any

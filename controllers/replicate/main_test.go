@@ -32,30 +32,11 @@ func TestMain(m *testing.M) {
 }
 
 var (
-	exampleKind = mustKind("ExampleChaos.v1alpha1.example.clustershard.io/examplechaos")
+	exampleKind = testenv.MustKind(testenv.ExampleKind)
 	// strictKind is shaped like Chaos Mesh's chaos kinds (no status
 	// subresource, status.experiment required, minimal conditions).
-	strictKind = mustKind("StrictChaos.v1alpha1.example.clustershard.io/strictchaos")
+	strictKind = testenv.MustKind(testenv.StrictKind)
 )
-
-func mustKind(s string) remotecopy.Kind {
-	k, err := remotecopy.ParseKind(s)
-	if err != nil {
-		panic(err)
-	}
-	return k
-}
-
-// learned returns k with the shape its CRD in the management cluster
-// gives it, as the replica does at start-up.
-func learned(t *testing.T, k remotecopy.Kind) remotecopy.Kind {
-	t.Helper()
-	shape, err := remotecopy.LearnShape(t.Context(), env.Client, k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return k.WithShape(shape)
-}
 
 // fakeOwnership owns a fixed set of clusters; the ring assigns it every
 // name when assigned is set.

@@ -21,7 +21,7 @@ import (
 // edited by hand in the remote, are still written.
 func TestCurrentCopyIsNotWrittenAgain(t *testing.T) {
 	ctx := t.Context()
-	k := learned(t, exampleKind)
+	k := env.Learned(t, exampleKind)
 	r, reg, _ := newReconciler(k, "east")
 	remote, err := testenv.RESTConfigFromKubeConfig(env.Remotes[0].KubeConfig)
 	if err != nil {

@@ -23,7 +23,7 @@ import (
 func TestOwnedSourceIsCopied(t *testing.T) {
 	for _, k := range []remotecopy.Kind{exampleKind, strictKind} {
 		t.Run(k.GVK.Kind, func(t *testing.T) {
-			k := learned(t, k)
+			k := env.Learned(t, k)
 			r, _, _ := newReconciler(k, "east")
 			ns := "copied-" + strings.ToLower(k.GVK.Kind)
 			src := createSource(t, k, ns, "fault", "east")
@@ -84,7 +84,7 @@ func TestOwnedSourceIsCopied(t *testing.T) {
 // DeletingRemoteCopy; once the copy is gone the source is released.
 func TestDeletedSourceWaitsForItsCopy(t *testing.T) {
 	ctx := t.Context()
-	k := learned(t, strictKind)
+	k := env.Learned(t, strictKind)
 	r, _, _ := newReconciler(k, "east")
 	src := createSource(t, k, "deleted-src", "fault", "east")
 	key := client.ObjectKeyFromObject(src)
@@ -142,7 +142,7 @@ func TestDeletedSourceWaitsForItsCopy(t *testing.T) {
 // (condition and Warning event, from the replica the ring assigns the name
 // to), is looked at again later, and is neither tracked nor copied.
 func TestMissingClusterSaysClusterNotFound(t *testing.T) {
-	k := learned(t, exampleKind)
+	k := env.Learned(t, exampleKind)
 	r, reg, rec := newReconciler(k) // owns nothing: nobody owns "nowhere"
 	src := createSource(t, k, "missing-cluster", "fault", "nowhere")
 	key := client.ObjectKeyFromObject(src)
@@ -190,7 +190,7 @@ func TestClusterOwnedElsewhereIsNotWritten(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = env.Client.Delete(ctx, rc) })
-	k := learned(t, exampleKind)
+	k := env.Learned(t, exampleKind)
 	src := createSource(t, k, "owned-elsewhere", "fault", "elsewhere")
 	key := client.ObjectKeyFromObject(src)
 	release(t, k, key)
@@ -220,7 +220,7 @@ func TestClusterOwnedElsewhereIsNotWritten(t *testing.T) {
 // (not spawned yet) says ClusterNotReady with a Warning event, returns an
 // error so the workqueue retries, and writes no copy.
 func TestClusterNotRunningSaysClusterNotReady(t *testing.T) {
-	k := learned(t, strictKind)
+	k := env.Learned(t, strictKind)
 	r, reg, rec := newReconciler(k, "east")
 	delete(reg.running, "east")
 	src := createSource(t, k, "not-running", "fault", "east")
