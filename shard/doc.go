@@ -31,7 +31,9 @@
 //     comparing the Lease's renewTime with the local clock), marked
 //     abandoned and unchanged for a lease duration, held by a process whose
 //     membership has expired (confirmed by a fresh read), or held by this
-//     very process. A Lease deleted or overwritten under a live holder is
+//     very process. Whatever the Lease says, a replica does not take a
+//     cluster again while a write it made to it under an earlier authority
+//     may still land (doubt.go). A Lease deleted or overwritten under a live holder is
 //     free only once unchanged for a lease duration, since that holder may
 //     still run the cluster until it notices. The acquisition is an update
 //     with the Lease's resourceVersion, so of two contenders one fails.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -213,6 +214,68 @@ func TestWriteAnsweredDuringHandOverIsWaitedFor(t *testing.T) {
 	if ownedAt.Sub(answeredAt) >= leaseDuration {
 		t.Errorf("b owned %s %v after the write was answered: the Lease waited a lease duration", moving, ownedAt.Sub(answeredAt))
 	}
+	if v := tr.check(); len(v) > 0 {
+		t.Fatalf("overlaps: %v", v)
+	}
+}
+
+// A replica does not take a cluster again while a write it made under its
+// earlier authority may still land (rule 1): after a lapse it regains its
+// membership and its other clusters, but the cluster whose write is still on
+// its way stays unowned until that write is answered, then is acquired at
+// once. Taken earlier, the replica would raise a new epoch with its own
+// earlier write still open at the remote API server, which could admit it
+// after the raise.
+func TestWriteInDoubtIsNotReacquiredAfterALapse(t *testing.T) {
+	ns := namespace(t, "doubt-reacquire")
+	clusters := names(4)
+	tr := newTracker()
+	in := map[string]*instance{}
+	in["a"] = startInstance(t, ns, "a", clusters, trackingHandler{"a", tr})
+	settled(t, tr, ns, expected(t, []string{"a"}, clusters), in, 30*time.Second)
+	held, others := clusters[0], clusters[1:]
+	ended := in["a"].c.WriteBegan(held)
+	defer ended(time.Time{})
+
+	resume := in["a"].c.Pause()
+	err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, renewDeadline+5*time.Second, true, func(context.Context) (bool, error) {
+		return len(in["a"].c.Owned()) == 0, nil
+	})
+	resume()
+	if err != nil {
+		t.Fatalf("still owning %v after a lapse", in["a"].c.Owned())
+	}
+	err = wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, leaseDuration+5*time.Second, true, func(context.Context) (bool, error) {
+		for _, c := range others {
+			if !in["a"].c.Owns(c) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("the clusters with no write in doubt were not taken again after the lapse: owning %v", in["a"].c.Owned())
+	}
+	// A few more passes: the held cluster must stay unowned.
+	deadline := time.Now().Add(4 * retryPeriod)
+	for time.Now().Before(deadline) {
+		if in["a"].c.Owns(held) {
+			t.Fatalf("%s taken again while a write of the earlier authority was still on its way", held)
+		}
+		if _, why, ok := in["a"].c.UnownedCluster(held); !ok || !strings.Contains(why, "still in flight") {
+			t.Fatalf("%s not reported unowned with the write in doubt as the reason: %q (unowned %v)", held, why, ok)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	answered := time.Now()
+	ended(time.Time{})
+	err = wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, leaseDuration+5*time.Second, true, func(context.Context) (bool, error) {
+		return in["a"].c.Owns(held), nil
+	})
+	if err != nil {
+		t.Fatalf("%s not taken again once its write was answered", held)
+	}
+	t.Logf("%s taken again %v after its write was answered", held, time.Since(answered).Round(time.Millisecond))
 	if v := tr.check(); len(v) > 0 {
 		t.Fatalf("overlaps: %v", v)
 	}

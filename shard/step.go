@@ -233,7 +233,10 @@ func (c *Coordinator) acquireAssigned(ctx context.Context, o *reading, p *plan) 
 		st := c.clusters[n]
 		busy := st != nil && st.phase != phaseFree
 		c.mu.Unlock()
-		if !busy && c.free(ctx, ClusterLeaseName(n), o.leases[ClusterLeaseName(n)], o.live, o.now) {
+		// A write of an earlier authority that may still land keeps the
+		// cluster from this replica until it cannot: raised again, the
+		// epoch would have that write of its own still open at the remote.
+		if !busy && c.inDoubt(n) == nil && c.free(ctx, ClusterLeaseName(n), o.leases[ClusterLeaseName(n)], o.live, o.now) {
 			free = append(free, n)
 		}
 	}

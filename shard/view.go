@@ -86,6 +86,9 @@ func (c *Coordinator) unowned(names []string, leases map[string]*coordinationv1.
 		case h == c.o.self:
 			if !selfValid || c.untracked(name) {
 				why = "its Lease names " + c.o.self + ", which does not run it" // fenced, or forgotten
+				if err := c.inDoubt(name); err != nil {
+					why += " until no write of its earlier authority may land (" + err.Error() + ")"
+				}
 			}
 		case !live[h] || !c.obs.changedWithin(MemberLeaseName(HolderName(h)), now, c.obs.renewFor(MemberLeaseName(HolderName(h)))):
 			why = "its Lease names " + h + ", whose membership is not renewed"

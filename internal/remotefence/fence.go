@@ -70,7 +70,7 @@ type Epoch struct {
 // the kubeconfig's own user and groups, with ExtraKey), or cfg unchanged
 // when the fence is not enforced.
 func (e Epoch) Config(cfg *rest.Config) *rest.Config {
-	if !e.Enforced {
+	if !e.Enforced || carryNoEpoch {
 		return cfg
 	}
 	return withEpoch(cfg, e.user, e.cluster, e.Value)

@@ -136,6 +136,13 @@ func TestStrayWritesJudgeEpochsByTheRemoteOrder(t *testing.T) {
 	if s := StrayWrites([]Write{raise, check, w("a", 1, 5400, 5401)}, ivs); len(s) != 1 {
 		t.Fatalf("a write of epoch 1 admitted after the check: %v", s)
 	}
+	// Refused by admission under epoch 2, it stays refused when a later
+	// raise (a's own, taking the cluster back) comes while its answer is
+	// still on its way.
+	back := Write{Replica: "a", Cluster: "x", Verb: "patch", Object: raise.Object, Epoch: 3, Received: at(5390), Completed: at(5395), Code: 200}
+	if s := StrayWrites([]Write{raise, check, back, cancelled}, ivs); len(s) != 0 {
+		t.Fatalf("a write refused by admission under epoch 2 was reported against epoch 3: %v", s)
+	}
 	early := w("a", 1, 5305, 5306)
 	early.Code = 504
 	if s := StrayWrites([]Write{raise, check, early}, ivs); len(s) != 1 {

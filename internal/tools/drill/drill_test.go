@@ -62,11 +62,16 @@ func TestSmokeDrill(t *testing.T) {
 }
 
 // A checker that cannot fail is worthless: a binary built to release the
-// Lease a second before it gives up authority (the drillbreak tag) makes I1
-// fail on a graceful hand-over, by the journals and by the remote writes.
+// Lease a second before it gives up authority, and whose remote managers'
+// writes carry no ownership epoch (the drillbreak tag), makes I1 fail on a
+// graceful hand-over, by the journals and by the remote writes. Both
+// protections are broken: with the epoch the remote API servers would
+// refuse the old owner's writes once the new owner raised it, and the audit
+// logs would rightly show nothing stored out of turn. The churn makes both
+// owners write during the overlap.
 func TestCheckerCatchesBrokenHandOver(t *testing.T) {
 	o := small(build(t, "drillbreak"), "term")
-	o.Out = testWriter{t}
+	o.Churn, o.Out = true, testWriter{t}
 	rep, err := drill.Run(t.Context(), o)
 	if err != nil {
 		t.Fatal(err)

@@ -162,15 +162,11 @@ func StrayWrites(writes []Write, intervals []Interval) []string {
 			continue
 		}
 		if w.Epoch > 0 {
+			if refusedByAdmission(w, raised[w.Cluster], verified[w.Cluster]) {
+				continue
+			}
 			for _, b := range raised[w.Cluster] {
 				if b.Epoch <= w.Epoch || !w.Completed.After(b.Received) {
-					continue
-				}
-				// Received once the server refused the epoch before b's, a
-				// write that did not succeed was refused by admission (its
-				// answer may still say 504: a client cancellation that came
-				// with it ends the response first).
-				if v, ok := verified[w.Cluster][b.Epoch]; ok && w.Received.After(v) && !w.succeeded() {
 					continue
 				}
 				out = append(out, fmt.Sprintf("%s: epoch %d still being written after %s raised epoch %d at %s", w, w.Epoch, b.Replica, b.Epoch,
@@ -194,4 +190,22 @@ func StrayWrites(writes []Write, intervals []Interval) []string {
 		}
 	}
 	return out
+}
+
+// refusedByAdmission says whether write w stored nothing because admission
+// refused its epoch: it did not succeed, and the server had already refused
+// a dry run of an epoch at least as high as w's before w was received, after
+// a raise above it (its answer may still say 504: a client cancellation that
+// came with it ends the response first). Refused once, it is refused for
+// every later raise too, so no later raise may report it.
+func refusedByAdmission(w Write, raised []Write, verified map[int64]time.Time) bool {
+	if w.succeeded() {
+		return false
+	}
+	for _, b := range raised {
+		if v, ok := verified[b.Epoch]; ok && b.Epoch > w.Epoch && w.Received.After(v) {
+			return true
+		}
+	}
+	return false
 }
