@@ -115,7 +115,7 @@ demo: controlplane ## Start a local control plane with 3 replicas and show owner
 	$(BIN)/clustershard-dev demo $(DEMO_ARGS)
 
 .PHONY: e2e
-e2e: controlplane prometheus ## Every drill scenario at R=3 M=30 K=300 at short and at production timings, and Prometheus through a kill drill.
+e2e: controlplane prometheus ## Every drill scenario at R=3 M=30 K=300 at short and at production timings, the scale drill R=4 -> 6 -> 2 at M=45, and Prometheus through a kill drill.
 	go build -o $(BIN)/clustershard ./cmd/clustershard
 	go build -o $(BIN)/clustershard-dev ./cmd/clustershard-dev
 	@status=0; \
@@ -124,6 +124,9 @@ e2e: controlplane prometheus ## Every drill scenario at R=3 M=30 K=300 at short 
 	echo ">> drill at production timings (lease 15s, renew deadline 10s, retry 2s)"; \
 	$(BIN)/clustershard-dev drill --churn --replicas 3 --remotes 3 --clusters-per-remote 10 --objects-per-cluster 10 \
 	  --lease-duration 15s --renew-deadline 10s --retry-period 2s --report $(BIN)/drill-report-production.json || status=$$?; \
+	echo ">> larger scale drill: R=4 -> 6 -> 2 over M=45 with churn"; \
+	$(BIN)/clustershard-dev drill --scenarios scale --churn --replicas 4 --remotes 3 --clusters-per-remote 15 --objects-per-cluster 10 \
+	  --report $(BIN)/drill-report-scale.json || status=$$?; \
 	go test -tags e2e -count=1 -timeout 30m -v -run 'TestPrometheusDuringKillDrill' ./cmd/clustershard/ || status=$$?; \
 	exit $$status
 

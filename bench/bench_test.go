@@ -59,9 +59,14 @@ func TestSmokeRun(t *testing.T) {
 	}
 	if m := res.Memory; m == nil || len(m.Points) != 2 || m.Points[0].RSSMiB <= 0 || m.ColdAllOwned <= 0 || len(m.ColdStartRSSMiB) != 3 {
 		t.Errorf("memory: %+v", res.Memory)
+	} else if to := m.TakeOver; to == nil || to.Moved == 0 || len(to.PeakMiB) != 2 || to.PeakRatio < 1 {
+		t.Errorf("take-over memory: %+v", m.TakeOver)
 	}
 	if r := res.Replication; r == nil || len(r.Runs) != 2 || r.SpeedUp <= 0 || r.Churn == nil || r.Churn.Missing != 0 {
 		t.Errorf("replication: %+v (churn %+v)", res.Replication, res.Replication.Churn)
+	}
+	if r := res.LatencyReplication; r == nil || len(r.Runs) != 2 || r.SpeedUp <= 0 || r.RemoteLatencyMs != 50 || r.Churn != nil {
+		t.Errorf("replication with remotes 50 ms away: %+v", res.LatencyReplication)
 	}
 
 	dir := t.TempDir()
@@ -75,7 +80,7 @@ func TestSmokeRun(t *testing.T) {
 		}
 	}
 	md := bench.Markdown(res, plots, "results/x.json")
-	for _, s := range []string{"## 1. Ownership write cost", "## 2. Hand-over", "## 3. Balance", "## 4. Memory", "## 5. Replication", "CPUs"} {
+	for _, s := range []string{"## 1. Ownership write cost", "## 2. Hand-over", "## 3. Balance", "## 4. Memory", "## 5. Replication", "## 5b. Replication with remote clusters 50 ms away", "Take-over:", "CPUs"} {
 		if !strings.Contains(md, s) {
 			t.Errorf("RESULTS.md lacks %q", s)
 		}

@@ -144,6 +144,11 @@ func Markdown(r *Results, plots map[string]string, jsonFile string) string {
 			m.ColdStartR, m.ColdStartM, m.ColdAllOwned, targetAllOwned, verdict(m.ColdAllOwned > 0 && m.ColdAllOwned <= targetAllOwned),
 			m.ColdAllRunning, targetAllRunning, verdict(m.ColdAllRunning > 0 && m.ColdAllRunning <= targetAllRunning), m.ColdStartRSSMiB)
 		p("")
+		if t := m.TakeOver; t != nil {
+			p("Take-over: %s idle after the cold start, the last replica is SIGKILLed and the survivors take its %d clusters over (every cluster running again %.2f s after the kill). Their RSS idle before: %v MiB; peak, sampled every 50 ms until two seconds after: %v MiB. Largest peak over idle: **%.2f×** (target ≤ %.1f×: %s).",
+				m.Idle, t.Moved, t.Seconds, t.SteadyMiB, t.PeakMiB, t.PeakRatio, targetTakeOverPeak, verdict(t.PeakRatio <= targetTakeOverPeak))
+			p("")
+		}
 		if f := m.Floor; f != nil && m.ColdReplicaCPUPerSpawnMs > 0 {
 			p("The floor, measured in the same run: %d bare controller-runtime managers (one kind cached in a namespace of their own, one controller that does nothing), started together in the harness's process, all synced after %.2f s; per manager %.2f ms of CPU on the client side (%.2f ms of API servers and etcd), %.1f goroutines, %.3f MiB of heap. A replica's CPU per spawn during the cold start (from its start until every manager ran, membership and Lease work included): **%.2f ms, %.1f× the floor** (target ≤ %.0f×: %s).",
 				f.Managers, f.Seconds, f.CPUPerManagerMs, f.APIPerManagerMs, f.GoroutinesPerMgr, f.HeapMiBPerManager,
@@ -158,30 +163,7 @@ func Markdown(r *Results, plots map[string]string, jsonFile string) string {
 		p("")
 		p("%d source objects over %d clusters (two remote API servers), created before the replicas start; time from the replicas' start until every source reports its copy in sync (RemoteSynced for its generation). R = 1 is the single-replica design of Chaos Mesh.", rep.Objects, rep.Clusters)
 		p("")
-		p("| replicas | start-up | all synced | objects/s |")
-		p("|---|---|---|---|")
-		for _, run := range rep.Runs {
-			p("| %d | %.2f s | %.2f s | %.0f |", run.Replicas, run.StartUp, run.Synced, run.PerSec)
-		}
-		p("")
-		if rep.SpeedUp > 0 {
-			p("Speed-up of R = 3 over R = 1: **%.2f×**.", rep.SpeedUp)
-			p("")
-		}
-		if len(rep.Runs) > 0 && rep.Runs[0].Window != nil {
-			p("What each synced object cost, measured from the moment every remote manager ran until every source was in sync: CPU milliseconds per object by process class (all on this machine's 2 cores), and the API requests the replicas sent per object (client-go's `rest_client_requests_total`; writes are POST, PUT, PATCH, DELETE).")
-			p("")
-			p("| replicas | objects | CPU ms/object: replicas | API servers | etcd | harness | management writes/object | reads | remote writes/object | reads |")
-			p("|---|---|---|---|---|---|---|---|---|---|")
-			for _, run := range rep.Runs {
-				if w := run.Window; w != nil {
-					c := w.CPUPerObjectMs
-					p("| %d | %d | %.1f | %.1f | %.1f | %.1f | %.2f | %.2f | %.2f | %.2f |", run.Replicas, w.Objects,
-						c[classReplicas], c[classAPIServers], c[classEtcd], c[classHarness], w.ManagementWrites, w.ManagementReads, w.RemoteWrites, w.RemoteReads)
-				}
-			}
-			p("")
-		}
+		replicationTables(p, rep)
 		if c := rep.Churn; c != nil {
 			p("Steady churn with R = %d: %d new sources at %.0f/s; time from create to copy in sync (watched): p50 %.3f s, p99 %.3f s, max %.3f s; not in sync within a minute: %d.",
 				c.Replicas, c.Objects, c.Rate, c.P50, c.P99, c.Max, c.Missing)
@@ -189,5 +171,54 @@ func Markdown(r *Results, plots map[string]string, jsonFile string) string {
 		}
 		img("replication")
 	}
+	if rep := r.LatencyReplication; rep != nil {
+		p("## 5b. Replication with remote clusters %.0f ms away", rep.RemoteLatencyMs)
+		p("")
+		p("The same fleet and measure as scenario 5, with every remote API server behind a loopback proxy that delays each chunk by half of %.0f ms in each direction (what a remote cluster across a WAN costs; loopback costs microseconds). The management API server stays local. Here a replica waits on round trips rather than on the 2 cores, so replicas can add throughput; target R = 3 ≥ %.1f× R = 1.", rep.RemoteLatencyMs, targetLatencySpeedUp)
+		p("")
+		replicationTables(p, rep)
+		if rep.SpeedUp > 0 {
+			p("Against the target of %.1f×: %s.", targetLatencySpeedUp, verdict(rep.SpeedUp >= targetLatencySpeedUp))
+			p("")
+		}
+	}
 	return b.String()
 }
+
+// targetLatencySpeedUp is issue 20's target for R = 3 over R = 1 when the
+// remotes are a WAN away.
+const targetLatencySpeedUp = 2.4
+
+// replicationTables prints the runs of a replication scenario, the speed-up
+// and what each object cost.
+func replicationTables(p func(string, ...any), rep *Replication) {
+	p("| replicas | start-up | all synced | objects/s |")
+	p("|---|---|---|---|")
+	for _, run := range rep.Runs {
+		p("| %d | %.2f s | %.2f s | %.0f |", run.Replicas, run.StartUp, run.Synced, run.PerSec)
+	}
+	p("")
+	if rep.SpeedUp > 0 {
+		p("Speed-up of R = 3 over R = 1: **%.2f×**.", rep.SpeedUp)
+		p("")
+	}
+	if len(rep.Runs) == 0 || rep.Runs[0].Window == nil {
+		return
+	}
+	p("What each synced object cost, measured from the moment every remote manager ran until every source was in sync: CPU milliseconds per object by process class (all on this machine's 2 cores), and the API requests the replicas sent per object (client-go's `rest_client_requests_total`; writes are POST, PUT, PATCH, DELETE).")
+	p("")
+	p("| replicas | objects | CPU ms/object: replicas | API servers | etcd | harness | management writes/object | reads | remote writes/object | reads |")
+	p("|---|---|---|---|---|---|---|---|---|---|")
+	for _, run := range rep.Runs {
+		if w := run.Window; w != nil {
+			c := w.CPUPerObjectMs
+			p("| %d | %d | %.1f | %.1f | %.1f | %.1f | %.2f | %.2f | %.2f | %.2f |", run.Replicas, w.Objects,
+				c[classReplicas], c[classAPIServers], c[classEtcd], c[classHarness], w.ManagementWrites, w.ManagementReads, w.RemoteWrites, w.RemoteReads)
+		}
+	}
+	p("")
+}
+
+// targetTakeOverPeak is issue 20's bound on a survivor's peak RSS during a
+// take-over of a third of the fleet, over its idle RSS.
+const targetTakeOverPeak = 1.3

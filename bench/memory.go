@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/clustershard/clustershard/internal/tools/drill"
+	"github.com/clustershard/clustershard/shard"
 )
 
 const mib = 1 << 20
@@ -78,5 +79,77 @@ func memory(ctx context.Context, base drill.Options, sizes []int, r, m int, idle
 	}
 	logf("  cold start R=%d M=%d: all owned after %.2fs, all managers running after %.2fs; RSS %v MiB; replica CPU per spawn %.2f ms",
 		r, m, res.ColdAllOwned, res.ColdAllRunning, res.ColdStartRSSMiB, res.ColdReplicaCPUPerSpawnMs)
+	t, err := takeOverMemory(ctx, s, idle)
+	if err != nil {
+		return res, fmt.Errorf("take-over memory: %w", err)
+	}
+	res.TakeOver = t
+	logf("  SIGKILL take-over of %d clusters in %.2fs: survivors' RSS %v MiB idle before, peak %v MiB (%.2f×)", t.Moved, t.Seconds, t.SteadyMiB, t.PeakMiB, t.PeakRatio)
 	return res, nil
+}
+
+// takeOverMemory SIGKILLs the last replica of s once the others are idle
+// and samples the survivors' RSS every 50 ms until every cluster runs on a
+// live replica again, and two seconds more (what the new managers' first
+// syncs leave behind).
+func takeOverMemory(ctx context.Context, s *drill.Session, idle time.Duration) (*TakeOverMemory, error) {
+	sleep(ctx, idle)
+	ids := s.LiveIDs()
+	victim := ids[len(ids)-1]
+	pids := s.PIDs()
+	holders, err := s.Holders(ctx)
+	if err != nil {
+		return nil, err
+	}
+	t := &TakeOverMemory{}
+	for _, h := range holders {
+		if shard.HolderName(h) == victim {
+			t.Moved++
+		}
+	}
+	survivors := ids[:len(ids)-1]
+	steady := make([]int64, len(survivors))
+	peak := make([]int64, len(survivors))
+	for i, id := range survivors {
+		if steady[i], err = drill.ProcessRSS(pids[id]); err != nil {
+			return nil, err
+		}
+		peak[i] = steady[i]
+	}
+	sctx, stop := context.WithCancel(ctx)
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			for i, id := range survivors {
+				if v, err := drill.ProcessRSS(pids[id]); err == nil && v > peak[i] {
+					peak[i] = v
+				}
+			}
+			select {
+			case <-sctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	killed := s.Kill(victim)
+	err = s.Settle(ctx, 5*time.Minute)
+	t.Seconds = round(time.Since(killed).Seconds(), 2)
+	sleep(ctx, 2*time.Second)
+	stop()
+	<-sampled
+	if err != nil {
+		return nil, err
+	}
+	for i := range survivors {
+		t.SteadyMiB = append(t.SteadyMiB, round(float64(steady[i])/mib, 1))
+		t.PeakMiB = append(t.PeakMiB, round(float64(peak[i])/mib, 1))
+		if r := float64(peak[i]) / float64(steady[i]); r > t.PeakRatio {
+			t.PeakRatio = round(r, 3)
+		}
+	}
+	return t, nil
 }

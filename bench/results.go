@@ -20,6 +20,9 @@ type Results struct {
 	Balance     []Balance    `json:"balance"`
 	Memory      *Memory      `json:"memory,omitempty"`
 	Replication *Replication `json:"replication,omitempty"`
+	// LatencyReplication is scenario 5 with every remote API server
+	// behind a loopback proxy adding a WAN's round trip.
+	LatencyReplication *Replication `json:"latencyReplication,omitempty"`
 	// Errors are scenarios that could not run, with why.
 	Errors []string `json:"errors,omitempty"`
 	// Reruns record scenarios measured again later into these results
@@ -42,6 +45,8 @@ func (r *Results) Merge(o *Results, scenarios []string, why string) {
 			r.Memory = o.Memory
 		case "replication":
 			r.Replication = o.Replication
+		case "latency":
+			r.LatencyReplication = o.LatencyReplication
 		}
 	}
 	kept := r.Errors[:0]
@@ -143,6 +148,21 @@ type Memory struct {
 	// GoroutinesPerCluster is the slope of the replica's goroutines over
 	// owned idle clusters.
 	GoroutinesPerCluster float64 `json:"goroutinesPerCluster,omitempty"`
+	// TakeOver is the survivors' memory while they take over the clusters
+	// of one SIGKILLed replica of the cold start's R.
+	TakeOver *TakeOverMemory `json:"takeOver,omitempty"`
+}
+
+// TakeOverMemory is the RSS of each surviving replica idle before a
+// SIGKILL take-over (Steady) and its peak from the kill until every cluster
+// runs again and a few seconds more (Peak), sampled every 50 ms.
+type TakeOverMemory struct {
+	Moved     int       `json:"movedClusters"`
+	SteadyMiB []float64 `json:"steadyMiB"`
+	PeakMiB   []float64 `json:"peakMiB"`
+	// PeakRatio is the largest Peak/Steady of a survivor.
+	PeakRatio float64 `json:"peakRatio"`
+	Seconds   float64 `json:"takeOverSeconds"`
 }
 
 // MemoryPoint is one replica's RSS owning Clusters idle clusters.
@@ -160,6 +180,9 @@ type Replication struct {
 	Runs     []ReplicationRun  `json:"runs"`
 	SpeedUp  float64           `json:"speedUp"`
 	Churn    *ReplicationChurn `json:"churn,omitempty"`
+	// RemoteLatencyMs is the round trip added in front of every remote
+	// API server, 0 for none.
+	RemoteLatencyMs float64 `json:"remoteLatencyMs,omitempty"`
 }
 
 // ReplicationRun is the initial sync of every object by R replicas.

@@ -20,7 +20,8 @@ import (
 type Config struct {
 	// Binary is the clustershard binary run as replicas.
 	Binary string
-	// Scenarios to run: writecost, handover, balance, memory, replication.
+	// Scenarios to run: writecost, handover, balance, memory, replication,
+	// latency.
 	Scenarios []string
 	// WriteCostSizes are the fleet sizes of scenario 1; BaselineMax the
 	// largest size the naive baseline runs at; Window the measuring window.
@@ -43,12 +44,15 @@ type Config struct {
 	ReplicationObjects  int
 	ChurnRate           float64
 	ChurnObjects        int
+	// RemoteLatency is the round trip the latency scenario adds in front
+	// of every remote API server (scenario 5 again, latency-bound).
+	RemoteLatency time.Duration
 
 	Out io.Writer
 }
 
 // AllScenarios are the scenario names, in the order they run.
-var AllScenarios = []string{"writecost", "handover", "balance", "memory", "replication"}
+var AllScenarios = []string{"writecost", "handover", "balance", "memory", "replication", "latency"}
 
 // Default is the configuration of `make bench`.
 func Default(binary string) Config {
@@ -59,6 +63,7 @@ func Default(binary string) Config {
 		BalanceClusters: 1000, RingReplicas: []int{3, 5, 10}, LiveReplicas: []int{3, 5},
 		MemorySizes: []int{0, 100, 500, 1000}, ColdStartClusters: 1000, Idle: 10 * time.Second,
 		ReplicationClusters: 100, ReplicationObjects: 20, ChurnRate: 50, ChurnObjects: 1000,
+		RemoteLatency: 50 * time.Millisecond,
 	}
 }
 
@@ -108,26 +113,14 @@ func Run(ctx context.Context, c Config) *Results {
 	}
 	if want["replication"] {
 		logf("==> 5. replication of %d objects over %d clusters", c.ReplicationClusters*c.ReplicationObjects, c.ReplicationClusters)
-		rep := &Replication{Objects: c.ReplicationClusters * c.ReplicationObjects, Clusters: c.ReplicationClusters}
-		for _, r := range []int{1, 3} {
-			o := drillOpts
-			o.Replicas, o.Remotes, o.ClustersPerRemote, o.ObjectsPerCluster = r, 2, c.ReplicationClusters/2, c.ReplicationObjects
-			var churn *ReplicationChurn
-			if r == 3 && c.ChurnObjects > 0 {
-				churn = &ReplicationChurn{Replicas: r, Rate: c.ChurnRate, Objects: c.ChurnObjects}
-				rep.Churn = churn
-			}
-			run, err := replicationRun(ctx, o, churn, logf)
-			if err != nil {
-				fail(fmt.Sprintf("replication R=%d", r), err)
-				break
-			}
-			rep.Runs = append(rep.Runs, run)
-		}
-		if len(rep.Runs) == 2 && rep.Runs[1].Synced > 0 {
-			rep.SpeedUp = round(rep.Runs[0].Synced/rep.Runs[1].Synced, 2)
-		}
-		res.Replication = rep
+		res.Replication = replication(ctx, c, drillOpts, true, fail, logf)
+	}
+	if want["latency"] {
+		logf("==> 5b. replication with every remote API server %v away", c.RemoteLatency)
+		o := drillOpts
+		o.RemoteLatency = c.RemoteLatency
+		res.LatencyReplication = replication(ctx, c, o, false, fail, logf)
+		res.LatencyReplication.RemoteLatencyMs = float64(c.RemoteLatency.Milliseconds())
 	}
 	res.Duration = time.Since(start).Round(time.Second).String()
 	return res
@@ -191,4 +184,28 @@ func ownershipScenarios(ctx context.Context, c Config, want map[string]bool, res
 		}
 	}
 	return nil
+}
+
+// replication syncs the same fleet with R = 1 and R = 3 (o's remote latency
+// applied), with the churn after R = 3 when churn is set.
+func replication(ctx context.Context, c Config, o drill.Options, churn bool, fail func(string, error), logf func(string, ...any)) *Replication {
+	rep := &Replication{Objects: c.ReplicationClusters * c.ReplicationObjects, Clusters: c.ReplicationClusters}
+	for _, r := range []int{1, 3} {
+		o.Replicas, o.Remotes, o.ClustersPerRemote, o.ObjectsPerCluster = r, 2, c.ReplicationClusters/2, c.ReplicationObjects
+		var ch *ReplicationChurn
+		if churn && r == 3 && c.ChurnObjects > 0 {
+			ch = &ReplicationChurn{Replicas: r, Rate: c.ChurnRate, Objects: c.ChurnObjects}
+			rep.Churn = ch
+		}
+		run, err := replicationRun(ctx, o, ch, logf)
+		if err != nil {
+			fail(fmt.Sprintf("replication R=%d (remote latency %v)", r, o.RemoteLatency), err)
+			break
+		}
+		rep.Runs = append(rep.Runs, run)
+	}
+	if len(rep.Runs) == 2 && rep.Runs[1].Synced > 0 {
+		rep.SpeedUp = round(rep.Runs[0].Synced/rep.Runs[1].Synced, 2)
+	}
+	return rep
 }

@@ -42,8 +42,16 @@ func (c *Coordinator) acquireAll(ctx context.Context, names []string, leases map
 
 // cacheBehind reports whether the cached Lease of a cluster we hold is only
 // the version our acquisition replaced (the cache has not caught up with our
-// write yet) and a fresh read shows us still holding it. A Lease really
-// changed by someone else is lost at once.
+// write yet) and a fresh read does not show it changed since: it shows us
+// still holding it, or it failed (a pass cut short by shutdown, an API
+// server briefly away), which proves nothing, so the next pass decides. A
+// Lease really changed by someone else is lost at once: the cache shows a
+// version other than the one replaced, or the fresh read shows it gone or
+// held by another. Keeping the cluster on a failed read is safe: a Lease
+// overwritten under a live holder is taken by nobody until unchanged for a
+// lease duration (rule 1), and authority still ends with membership (rule 4).
+// Lost on a failed read instead, the Lease was neither released nor handed
+// over, and the next owner waited for it a lease duration and more.
 func (c *Coordinator) cacheBehind(ctx context.Context, name string, cached *coordinationv1.Lease) bool {
 	c.mu.Lock()
 	st := c.clusters[name]
@@ -58,8 +66,13 @@ func (c *Coordinator) cacheBehind(ctx context.Context, name string, cached *coor
 	var fresh coordinationv1.Lease
 	cctx, cancel := c.call(ctx)
 	defer cancel()
-	if err := c.o.Client.Get(cctx, types.NamespacedName{Namespace: c.o.Namespace, Name: ClusterLeaseName(name)}, &fresh); err != nil {
+	err := c.o.Client.Get(cctx, types.NamespacedName{Namespace: c.o.Namespace, Name: ClusterLeaseName(name)}, &fresh)
+	switch {
+	case apierrors.IsNotFound(err):
 		return false
+	case err != nil:
+		c.log.V(1).Info("Cannot confirm a cluster Lease the cache does not show held yet; deciding on the next pass", "cluster", name, "error", err.Error())
+		return true
 	}
 	return holderOf(&fresh) == c.o.self
 }

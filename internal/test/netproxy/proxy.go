@@ -35,7 +35,9 @@ type Proxy struct {
 	// trail holds what the client of the triggering connection sent after
 	// the write, until TrailDelay after Heal.
 	trail chan struct{}
-	wg    sync.WaitGroup
+	// latency is the round trip added to connections served (SetLatency).
+	latency time.Duration
+	wg      sync.WaitGroup
 }
 
 // TrailDelay is how long after Heal the bytes that followed the write that
@@ -119,16 +121,24 @@ func (p *Proxy) serve(in net.Conn) {
 	defer p.untrack(out)
 	p.mu.Lock()
 	p.gen++
-	gen := p.gen
+	gen, latency := p.gen, p.latency
 	p.mu.Unlock()
 	l := &link{}
 	done := make(chan struct{}, 2)
+	pipe := func(dst io.Writer, src *gatedReader) {
+		if latency > 0 {
+			d := newDelayed(dst, latency/2)
+			defer func() { _ = d.Close() }()
+			dst = d
+		}
+		_, _ = io.Copy(dst, src)
+	}
 	go func() {
-		_, _ = io.Copy(out, &gatedReader{p: p, conn: in, gen: gen, link: l, fromClient: true})
+		pipe(out, &gatedReader{p: p, conn: in, gen: gen, link: l, fromClient: true})
 		done <- struct{}{}
 	}()
 	go func() {
-		_, _ = io.Copy(in, &gatedReader{p: p, conn: out, gen: gen, link: l})
+		pipe(in, &gatedReader{p: p, conn: out, gen: gen, link: l})
 		done <- struct{}{}
 	}()
 	<-done // either side ended: close both (deferred), which ends the other copy

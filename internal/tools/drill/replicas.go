@@ -101,7 +101,10 @@ func (r *Runner) spawn(id string) (*replica, error) {
 		"--replicate-kind", fleet.ExampleKind,
 		"--lease-duration", lease.String(), "--renew-deadline", renew.String(), "--retry-period", retry.String(),
 		"--probe-interval", "1s", "--shutdown-timeout", "20s", "--ownership-journal", base+".journal",
-		"--metrics-bind-address", metricsAddr, "--health-probe-bind-address", probe)
+		"--metrics-bind-address", metricsAddr, "--health-probe-bind-address", probe, "--zap-time-encoding", "rfc3339nano")
+	if v := os.Getenv("CLUSTERSHARD_DRILL_LOG_LEVEL"); v != "" {
+		cmd.Args = append(cmd.Args, "--zap-log-level", v)
+	}
 	cmd.Args = append(cmd.Args, ov.args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

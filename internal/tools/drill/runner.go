@@ -50,6 +50,10 @@ type Options struct {
 	// Helm makes every cluster install the fleet's agent chart through
 	// spec.install.helm, so Helm's remote writes are checked by I1 too.
 	Helm bool
+	// RemoteLatency, when set, puts each remote API server behind a
+	// loopback proxy that adds it to every round trip of the replicas (not
+	// of the drill's checks), as a remote cluster across a WAN costs.
+	RemoteLatency time.Duration
 	// Converge bounds I3: every object synced after a fault.
 	Converge time.Duration
 	// Dir keeps the replicas' logs and journals; empty: a temporary
@@ -106,6 +110,7 @@ type Runner struct {
 	remotes    []client.Client
 	reps       incarnations
 	proxies    map[string]*netproxy.Proxy // by replica id: its way to the management API server
+	latency    []*netproxy.Proxy          // by remote: the replicas' way to it (Options.RemoteLatency)
 	overrides  map[string]override        // by replica id: what its next starts change
 	churned    int                        // churn objects made so far
 	retargets  int                        // retarget rounds so far
@@ -218,6 +223,11 @@ func (r *Runner) start(ctx context.Context) error {
 		return err
 	}
 	r.duration = fleet.ObjectDuration
+	if r.o.RemoteLatency > 0 {
+		if err := r.behindLatency(ctx); err != nil {
+			return err
+		}
+	}
 	if r.moving {
 		if err := r.ensureMovingSources(ctx); err != nil {
 			return err
@@ -271,6 +281,9 @@ func (r *Runner) cleanup() error {
 	}
 	r.finalLeaks = r.leaks() // before the journals are removed
 	for _, p := range r.proxies {
+		errs = append(errs, p.Close())
+	}
+	for _, p := range r.latency {
 		errs = append(errs, p.Close())
 	}
 	if r.cp != nil {

@@ -142,7 +142,7 @@ func (s *Session) Gaps(clusters []string, since time.Time) (map[string]time.Dura
 func (s *Session) RSS() (map[string]int64, error) {
 	out := map[string]int64{}
 	for id, rep := range s.r.reps.live {
-		n, err := rss(rep.cmd.Process.Pid)
+		n, err := ProcessRSS(rep.cmd.Process.Pid)
 		if err != nil {
 			return nil, err
 		}
@@ -170,8 +170,8 @@ func (s *Session) indexOf(id string) int {
 	return -1
 }
 
-// rss reads VmRSS of a process from /proc.
-func rss(pid int) (int64, error) {
+// ProcessRSS is the resident set of process pid in bytes (VmRSS, from /proc).
+func ProcessRSS(pid int) (int64, error) {
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, err

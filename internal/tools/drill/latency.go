@@ -1,0 +1,49 @@
+package drill
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/clustershard/clustershard/internal/test/localcluster"
+	"github.com/clustershard/clustershard/internal/test/netproxy"
+)
+
+// behindLatency puts every remote API server behind a loopback proxy that
+// adds Options.RemoteLatency to each round trip, and points every cluster's
+// kubeconfig Secret through its remote's proxy, before any replica starts:
+// the replicas reach their remote clusters as across a WAN, while the
+// drill's own checks read them directly.
+func (r *Runner) behindLatency(ctx context.Context) error {
+	proxied := make([][]byte, len(r.cp.Remotes))
+	for i, rc := range r.cp.Remotes {
+		target, err := url.Parse(rc.Config.Host)
+		if err != nil {
+			return err
+		}
+		p, err := netproxy.New(target.Host)
+		if err != nil {
+			return err
+		}
+		p.SetLatency(r.o.RemoteLatency)
+		r.latency = append(r.latency, p)
+		cfg, err := clientcmd.Load(rc.KubeConfig)
+		if err != nil {
+			return fmt.Errorf("kubeconfig of %s: %w", rc.Name, err)
+		}
+		for _, c := range cfg.Clusters {
+			c.Server = "https://" + p.Addr()
+		}
+		if proxied[i], err = clientcmd.Write(*cfg); err != nil {
+			return err
+		}
+	}
+	for _, cl := range r.clusters {
+		if err := localcluster.WriteKubeConfigSecret(ctx, r.c, Namespace, cl.Name+"-kubeconfig", localcluster.DefaultSecretKey, proxied[cl.Remote]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
