@@ -35,11 +35,11 @@ const (
 func (r *Registry) newApp(e *entry) *fx.App {
 	// The management client handed to remote modules passes the same gate and
 	// fence: writes made on behalf of a cluster stop with its ownership.
-	manageClient := e.gate.guard(r.opts.ManageClient)
 	var manageReader client.Reader = r.opts.ManageClient
 	if r.opts.ManageReader != nil {
 		manageReader = r.opts.ManageReader
 	}
+	manageClient := e.gate.guard(r.opts.ManageClient, manageReader)
 	// The *rest.Config modules get, and the manager is built from (its
 	// event recorder, its HTTP client), fences writes at the transport, so a
 	// module that builds its own client writes nothing unowned either.
@@ -85,11 +85,25 @@ func (e *entry) newManager(cfg *rest.Config, scheme *runtime.Scheme) (manager.Ma
 		Controller:              config.Controller{SkipNameValidation: ptr.To(true)},
 		GracefulShutdownTimeout: ptr.To(e.stopGrace),
 		NewClient: func(cfg *rest.Config, o client.Options) (client.Client, error) {
+			// Unstructured objects (the replicated kinds) are read from the
+			// cache like typed ones: the controllers watch them anyway, and
+			// each uncached Get is a round trip to the remote (3.9 per
+			// replicated object, before). Reads that must be fresh ask for
+			// Live.
+			live, err := client.New(cfg, client.Options{HTTPClient: o.HTTPClient, Scheme: o.Scheme, Mapper: o.Mapper})
+			if err != nil {
+				return nil, err
+			}
+			if o.Cache != nil {
+				cacheOpts := *o.Cache
+				cacheOpts.Unstructured = true
+				o.Cache = &cacheOpts
+			}
 			c, err := client.New(cfg, o)
 			if err != nil {
 				return nil, err
 			}
-			return e.gate.guard(c), nil
+			return e.gate.guard(c, live), nil
 		},
 	}
 	if len(e.namespaces) > 0 {

@@ -103,8 +103,9 @@ func (withWatch) Watch(context.Context, client.ObjectList, ...client.ListOption)
 	return nil, errors.New("watch is not available through a remote cluster client")
 }
 
-// guard wraps c so that every call passes the gate, and every write the fence.
-func (g *gate) guard(c client.Client) client.Client {
+// guard wraps c so that every call passes the gate, and every write the
+// fence; a Get with Live reads through live (uncached) instead of c.
+func (g *gate) guard(c client.Client, live client.Reader) client.Client {
 	read := func(ctx context.Context, call func(context.Context) error) error {
 		callCtx, done, err := g.enter(ctx, false)
 		if err != nil {
@@ -123,6 +124,9 @@ func (g *gate) guard(c client.Client) client.Client {
 	}
 	return interceptor.NewClient(withWatch{c}, interceptor.Funcs{
 		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if ok, rest := wantsLive(opts); ok {
+				return read(ctx, func(ctx context.Context) error { return live.Get(ctx, key, obj, rest...) })
+			}
 			return read(ctx, func(ctx context.Context) error { return c.Get(ctx, key, obj, opts...) })
 		},
 		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
@@ -166,7 +170,8 @@ func (g *gate) guard(c client.Client) client.Client {
 
 // FencedClient wraps c, a client of cluster made outside the registry (for
 // example to install CRDs before a manager exists), so that every write first
-// passes fence and is bounded by its deadline, like the registry's own clients.
+// passes fence and is bounded by its deadline, like the registry's own
+// clients. A Get with Live reads through c too.
 func FencedClient(c client.Client, cluster string, fence Fence) client.Client {
-	return newGate(context.Background(), cluster, fence).guard(c)
+	return newGate(context.Background(), cluster, fence).guard(c, c)
 }

@@ -35,7 +35,7 @@ func (r *Reconciler) removeStaleCopy(ctx context.Context, req ctrl.Request) erro
 	}
 	err := r.Registry.WithClient(cluster, func(c client.Client) error {
 		cp := r.Kind.New()
-		if err := c.Get(ctx, req.NamespacedName, cp); err != nil {
+		if err := c.Get(ctx, req.NamespacedName, cp, registry.Live); err != nil {
 			return client.IgnoreNotFound(err)
 		}
 		if cp.GetLabels()[v1alpha1.CopyClusterLabel] != cluster || !cp.GetDeletionTimestamp().IsZero() {
@@ -58,7 +58,9 @@ func (r *Reconciler) removeCopy(ctx context.Context, src *unstructured.Unstructu
 	var remoteFinalizers []string
 	err := r.Registry.WithClient(target, func(c client.Client) error {
 		cp := r.Kind.New()
-		err := c.Get(ctx, client.ObjectKeyFromObject(src), cp)
+		// Live: a cache that has not seen the copy yet would release the
+		// source with its copy still in the remote cluster.
+		err := c.Get(ctx, client.ObjectKeyFromObject(src), cp, registry.Live)
 		if apierrors.IsNotFound(err) {
 			gone = true
 			return nil

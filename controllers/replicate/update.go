@@ -34,6 +34,13 @@ func (r *Reconciler) writeCopy(ctx context.Context, c client.Client, key string,
 	want := desired.GetAnnotations()[v1alpha1.SpecHashAnnotation]
 	var old *unstructured.Unstructured
 	cp := r.Kind.New()
+	// From the remote manager's cache (a live read cost a round trip per
+	// reconcile): a copy it has not seen yet is applied again, a write that
+	// changes nothing; one deleted that it still shows is put back by the
+	// monitor on the deletion's event; a hand edit it has not seen yet is
+	// undone on the source's next reconcile, as any hand edit of a copy is.
+	// Deletions and re-creations act with preconditions, never on its word
+	// alone.
 	err := c.Get(ctx, client.ObjectKeyFromObject(desired), cp)
 	switch {
 	case apierrors.IsNotFound(err):
