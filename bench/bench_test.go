@@ -68,6 +68,9 @@ func TestSmokeRun(t *testing.T) {
 	if r := res.LatencyReplication; r == nil || len(r.Runs) != 2 || r.SpeedUp <= 0 || r.RemoteLatencyMs != 50 || r.Churn != nil {
 		t.Errorf("replication with remotes 50 ms away: %+v", res.LatencyReplication)
 	}
+	if r := res.LatencyBound; r == nil || len(r.Runs) != 2 || r.SpeedUp <= 0 || r.Workers != 2 {
+		t.Errorf("latency-bound replication: %+v", res.LatencyBound)
+	}
 
 	dir := t.TempDir()
 	plots, err := bench.Plots(res, dir)
@@ -80,7 +83,7 @@ func TestSmokeRun(t *testing.T) {
 		}
 	}
 	md := bench.Markdown(res, plots, "results/x.json")
-	for _, s := range []string{"## 1. Ownership write cost", "## 2. Hand-over", "## 3. Balance", "## 4. Memory", "## 5. Replication", "## 5b. Replication with remote clusters 50 ms away", "Take-over:", "CPUs"} {
+	for _, s := range []string{"## 1. Ownership write cost", "## 2. Hand-over", "## 3. Balance", "## 4. Memory", "## 5. Replication", "## 5b. Replication with remote clusters 50 ms away", "## 5c.", "Take-over:", "CPUs"} {
 		if !strings.Contains(md, s) {
 			t.Errorf("RESULTS.md lacks %q", s)
 		}

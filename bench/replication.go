@@ -39,6 +39,7 @@ func replicationRun(ctx context.Context, o drill.Options, churn *ReplicationChur
 	total := len(s.Clusters()) * o.ObjectsPerCluster
 	// The measured window opens now: every manager runs, some sources may
 	// be in sync already.
+	windowStart := time.Now()
 	cpuBefore := cpuSeconds()
 	reqBefore, rerr := s.Counters(ctx, "rest_client_requests_total", "host", "method")
 	syncedBefore := countSynced(ctx, s)
@@ -53,7 +54,8 @@ func replicationRun(ctx context.Context, o drill.Options, churn *ReplicationChur
 	res.Synced = round(time.Since(start).Seconds(), 3)
 	res.PerSec = round(float64(total)/res.Synced, 1)
 	if n := total - syncedBefore; n > 0 {
-		w := &ReplicationWindow{Objects: n, CPU: cpuSince(cpuBefore), CPUPerObjectMs: map[string]float64{}}
+		secs := time.Since(windowStart).Seconds()
+		w := &ReplicationWindow{Objects: n, Seconds: round(secs, 3), PerSec: round(float64(n)/secs, 1), CPU: cpuSince(cpuBefore), CPUPerObjectMs: map[string]float64{}}
 		for class, sec := range w.CPU {
 			w.CPUPerObjectMs[class] = round(1000*sec/float64(n), 2)
 		}

@@ -23,6 +23,9 @@ type Results struct {
 	// LatencyReplication is scenario 5 with every remote API server
 	// behind a loopback proxy adding a WAN's round trip.
 	LatencyReplication *Replication `json:"latencyReplication,omitempty"`
+	// LatencyBound is LatencyReplication with few replicate workers per
+	// replica, so that one replica is bound by round trips.
+	LatencyBound *Replication `json:"latencyBound,omitempty"`
 	// Errors are scenarios that could not run, with why.
 	Errors []string `json:"errors,omitempty"`
 	// Reruns record scenarios measured again later into these results
@@ -46,7 +49,7 @@ func (r *Results) Merge(o *Results, scenarios []string, why string) {
 		case "replication":
 			r.Replication = o.Replication
 		case "latency":
-			r.LatencyReplication = o.LatencyReplication
+			r.LatencyReplication, r.LatencyBound = o.LatencyReplication, o.LatencyBound
 		}
 	}
 	kept := r.Errors[:0]
@@ -175,14 +178,19 @@ type MemoryPoint struct {
 
 // Replication is scenario 5.
 type Replication struct {
-	Objects  int               `json:"objects"`
-	Clusters int               `json:"clusters"`
-	Runs     []ReplicationRun  `json:"runs"`
-	SpeedUp  float64           `json:"speedUp"`
-	Churn    *ReplicationChurn `json:"churn,omitempty"`
+	Objects  int              `json:"objects"`
+	Clusters int              `json:"clusters"`
+	Runs     []ReplicationRun `json:"runs"`
+	SpeedUp  float64          `json:"speedUp"`
+	// WindowSpeedUp is R = 3 over R = 1 in objects per second once every
+	// manager ran.
+	WindowSpeedUp float64           `json:"windowSpeedUp,omitempty"`
+	Churn         *ReplicationChurn `json:"churn,omitempty"`
 	// RemoteLatencyMs is the round trip added in front of every remote
 	// API server, 0 for none.
 	RemoteLatencyMs float64 `json:"remoteLatencyMs,omitempty"`
+	// Workers is the replicate workers per replica when not the default.
+	Workers int `json:"replicateWorkers,omitempty"`
 }
 
 // ReplicationRun is the initial sync of every object by R replicas.
@@ -200,6 +208,10 @@ type ReplicationRun struct {
 // ReplicationWindow is the cost of the objects synced in a measured window.
 type ReplicationWindow struct {
 	Objects int `json:"objects"`
+	// Seconds the window lasted, and Objects per second in it: the
+	// replication rate once every manager ran, start-up left out.
+	Seconds float64 `json:"seconds,omitempty"`
+	PerSec  float64 `json:"objectsPerSecond,omitempty"`
 	// CPU is the CPU seconds used in the window by class (replicas,
 	// apiServers, etcd, harness); CPUPerObjectMs the same per object.
 	CPU            map[string]float64 `json:"cpuSeconds"`

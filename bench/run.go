@@ -45,8 +45,11 @@ type Config struct {
 	ChurnRate           float64
 	ChurnObjects        int
 	// RemoteLatency is the round trip the latency scenario adds in front
-	// of every remote API server (scenario 5 again, latency-bound).
-	RemoteLatency time.Duration
+	// of every remote API server (scenario 5 again); LatencyWorkers the
+	// replicate workers of its second run, few enough that one replica
+	// waits on round trips rather than on the machine's cores.
+	RemoteLatency  time.Duration
+	LatencyWorkers int
 
 	Out io.Writer
 }
@@ -63,7 +66,7 @@ func Default(binary string) Config {
 		BalanceClusters: 1000, RingReplicas: []int{3, 5, 10}, LiveReplicas: []int{3, 5},
 		MemorySizes: []int{0, 100, 500, 1000}, ColdStartClusters: 1000, Idle: 10 * time.Second,
 		ReplicationClusters: 100, ReplicationObjects: 20, ChurnRate: 50, ChurnObjects: 1000,
-		RemoteLatency: 50 * time.Millisecond,
+		RemoteLatency: 50 * time.Millisecond, LatencyWorkers: 2,
 	}
 }
 
@@ -121,6 +124,13 @@ func Run(ctx context.Context, c Config) *Results {
 		o.RemoteLatency = c.RemoteLatency
 		res.LatencyReplication = replication(ctx, c, o, false, fail, logf)
 		res.LatencyReplication.RemoteLatencyMs = float64(c.RemoteLatency.Milliseconds())
+		if c.LatencyWorkers > 0 {
+			logf("==> 5c. the same with %d replicate workers per replica", c.LatencyWorkers)
+			o.ReplicaArgs = []string{fmt.Sprintf("--replicate-workers=%d", c.LatencyWorkers)}
+			res.LatencyBound = replication(ctx, c, o, false, fail, logf)
+			res.LatencyBound.RemoteLatencyMs = float64(c.RemoteLatency.Milliseconds())
+			res.LatencyBound.Workers = c.LatencyWorkers
+		}
 	}
 	res.Duration = time.Since(start).Round(time.Second).String()
 	return res
@@ -206,6 +216,9 @@ func replication(ctx context.Context, c Config, o drill.Options, churn bool, fai
 	}
 	if len(rep.Runs) == 2 && rep.Runs[1].Synced > 0 {
 		rep.SpeedUp = round(rep.Runs[0].Synced/rep.Runs[1].Synced, 2)
+	}
+	if len(rep.Runs) == 2 && rep.Runs[0].Window != nil && rep.Runs[1].Window != nil && rep.Runs[0].Window.PerSec > 0 {
+		rep.WindowSpeedUp = round(rep.Runs[1].Window.PerSec/rep.Runs[0].Window.PerSec, 2)
 	}
 	return rep
 }

@@ -105,6 +105,7 @@ func (r *Runner) spawn(id string) (*replica, error) {
 	if v := os.Getenv("CLUSTERSHARD_DRILL_LOG_LEVEL"); v != "" {
 		cmd.Args = append(cmd.Args, "--zap-log-level", v)
 	}
+	cmd.Args = append(cmd.Args, r.o.ReplicaArgs...)
 	cmd.Args = append(cmd.Args, ov.args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

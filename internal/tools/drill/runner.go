@@ -50,6 +50,9 @@ type Options struct {
 	// Helm makes every cluster install the fleet's agent chart through
 	// spec.install.helm, so Helm's remote writes are checked by I1 too.
 	Helm bool
+	// ReplicaArgs are added to every replica's command line (say
+	// --replicate-workers for a measurement).
+	ReplicaArgs []string
 	// RemoteLatency, when set, puts each remote API server behind a
 	// loopback proxy that adds it to every round trip of the replicas (not
 	// of the drill's checks), as a remote cluster across a WAN costs.
