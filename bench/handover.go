@@ -152,7 +152,7 @@ func handovers(ctx context.Context, o drill.Options, logf func(string, ...any)) 
 	mark()
 	since = time.Now()
 	s.Kill(victim)
-	return out, record("SIGKILL", owned, since, lease+3*time.Second, false)
+	return out, record("SIGKILL", owned, since, lease+2*time.Second, false)
 }
 
 // spawnSteps is the histogram of the steps of a spawn.
