@@ -194,6 +194,7 @@ func Markdown(r *Results, plots map[string]string, jsonFile string) string {
 			p("")
 		}
 	}
+	bounds(p, r)
 	return b.String()
 }
 

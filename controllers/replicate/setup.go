@@ -43,7 +43,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, clu
 		Named(name(r.Kind)).
 		WithOptions(controller.Options{RateLimiter: rateLimiter(), MaxConcurrentReconciles: r.workers()}).
 		For(r.Kind.New(), builder.WithPredicates(bound)).
-		WatchesRawSource(source.Channel(clusterEvents, bulk{handler.EnqueueRequestsFromMapFunc(r.sourcesOfCluster)})).
+		WatchesRawSource(source.Channel(clusterEvents, handler.EnqueueRequestsFromMapFunc(r.sourcesOfCluster))).
 		Complete(r)
 }
 
