@@ -29,7 +29,7 @@ func bounds(p func(string, ...any), r *Results) {
 			receivers = 1
 		}
 		rounds := math.Ceil(float64(h.Moved) / float64(receivers) / float64(remotecluster.DefaultWorkers))
-		p("- **Hand-over, %s** (p99 %.2f s against %s): %d moved clusters spawn on %d receiving replica(s), %d at a time each (RemoteCluster workers), %.0f ms per spawn (the sum of the step means above): %.0f rounds, %.2f s for the last spawn to start running, before the Lease transfer itself. The epoch raise (one fenced write, then waiting until the remote API server's admission enforces it) is the largest step.",
+		p("- **Hand-over, %s** (p99 %.2f s against %s): %d moved clusters spawn on %d receiving replica(s), %d at a time each (RemoteCluster workers), %.0f ms per spawn (the sum of the step means above, which grow with the spawns running at once): about %.0f rounds, on the order of %.1f s until the last spawn, after the Lease transfer. The epoch raise (one fenced write, then waiting until the remote API server's admission enforces it) is the largest step.",
 			h.Fault, h.P99, h.Target, h.Moved, receivers, remotecluster.DefaultWorkers, spawnMs, rounds, rounds*spawnMs/1000)
 	}
 	for _, h := range r.Handover {
@@ -48,7 +48,7 @@ func bounds(p func(string, ...any), r *Results) {
 			line := "- **Memory per idle cluster** (%.2f MiB against ≤ %.0f MiB, %.0f goroutines each)"
 			args := []any{m.MiBPerCluster, targetMiBPerClstr, m.GoroutinesPerCluster}
 			if f := m.Floor; f != nil {
-				line += ": a bare manager of the floor holds %.2f MiB of heap and %.0f goroutines; a replica's cluster holds %.2f MiB and %.0f goroutines more (its remote manager's second controller, the fenced and live clients, the fx app, the Helm and install state, the cluster's metrics: this bench does not break it down)"
+				line += ": a bare manager of the floor holds %.2f MiB of heap and %.0f goroutines; a replica's cluster holds %.2f MiB and %.0f goroutines more, which this bench does not break down"
 				args = append(args, f.HeapMiBPerManager, f.GoroutinesPerMgr, m.MiBPerCluster-f.HeapMiBPerManager, m.GoroutinesPerCluster-f.GoroutinesPerMgr)
 			}
 			p(line+".", args...)

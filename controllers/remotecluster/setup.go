@@ -19,8 +19,14 @@ import (
 // SecretIndex indexes RemoteClusters by "namespace/name" of their kubeconfig Secret.
 const SecretIndex = "spec.kubeConfig.secretRef"
 
-// DefaultWorkers is how many clusters the controller reconciles at once.
-const DefaultWorkers = 8
+// DefaultWorkers is how many clusters the controller reconciles at once: a
+// hand-over of many clusters spawns this many at a time. Measured back to
+// back at M = 300 on 2 cores with 100 clusters per remote API server (all
+// raising their epochs in one ConfigMap there), 16 against 8: SIGTERM gap
+// p99 2.23 s against 2.98 s, scale-out 2.08 s against 2.75 s, SIGKILL max
+// 5.84 s against 6.15 s; 32 was slower, its raises contending on that
+// ConfigMap (a cluster with an API server of its own has none).
+const DefaultWorkers = 16
 
 // Defaults of the Reconciler's timings, also the defaults of the replica's
 // flags.
