@@ -44,20 +44,25 @@ func (c *Coordinator) acquireAll(ctx context.Context, names []string, leases map
 // the version our acquisition replaced (the cache has not caught up with our
 // write yet) and a fresh read does not show it changed since: it shows us
 // still holding it, or it failed (a pass cut short by shutdown, an API
-// server briefly away), which proves nothing, so the next pass decides. A
-// Lease really changed by someone else is lost at once: the cache shows a
-// version other than the one replaced, or the fresh read shows it gone or
-// held by another. Keeping the cluster on a failed read is safe: a Lease
-// overwritten under a live holder is taken by nobody until unchanged for a
-// lease duration (rule 1), and authority still ends with membership (rule 4).
-// Lost on a failed read instead, the Lease was neither released nor handed
-// over, and the next owner waited for it a lease duration and more.
+// server briefly away) soon after the acquisition, which proves nothing, so
+// the next pass decides. A Lease really changed by someone else is lost at
+// once: the cache shows a version other than the one replaced, or the
+// fresh read shows it gone or held by another.
+//
+// Keeping the cluster on a failed read is safe only for a while: a Lease
+// changed under a live holder after our write is taken by nobody until it
+// has been unchanged for a lease duration since (rule 1), so nobody else
+// can hold it within a lease duration of our write's sending. The window
+// keeps a renew deadline of that as margin; past it, a read that fails
+// loses the cluster as before. (Lost on a failed read at once, a pass cut
+// short by SIGTERM left the Lease neither released nor handed over, and the
+// next owner waited a lease duration and more.)
 func (c *Coordinator) cacheBehind(ctx context.Context, name string, cached *coordinationv1.Lease) bool {
 	c.mu.Lock()
 	st := c.clusters[name]
-	replaced := ""
+	replaced, sent := "", time.Time{}
 	if st != nil {
-		replaced = st.replaced
+		replaced, sent = st.replaced, st.sent
 	}
 	c.mu.Unlock()
 	if st == nil || (cached == nil) != (replaced == "") || (cached != nil && cached.ResourceVersion != replaced) {
@@ -70,9 +75,11 @@ func (c *Coordinator) cacheBehind(ctx context.Context, name string, cached *coor
 	switch {
 	case apierrors.IsNotFound(err):
 		return false
-	case err != nil:
+	case err != nil && c.o.Clock.Since(sent) < c.o.LeaseDuration-c.o.RenewDeadline:
 		c.log.V(1).Info("Cannot confirm a cluster Lease the cache does not show held yet; deciding on the next pass", "cluster", name, "error", err.Error())
 		return true
+	case err != nil:
+		return false
 	}
 	return holderOf(&fresh) == c.o.self
 }
@@ -219,7 +226,7 @@ func (c *Coordinator) acquire(ctx context.Context, name string, l *coordinationv
 		st = old
 		st.phase, st.epoch, st.since = phaseOwned, epoch, c.o.Clock.Now()
 	}
-	st.assigned, st.unmanagedSince, st.replaced = assigned, unmanagedSince, replaced
+	st.assigned, st.unmanagedSince, st.replaced, st.sent = assigned, unmanagedSince, replaced, now.Time
 	c.clusters[name] = st
 	c.mu.Unlock()
 	c.log.Info("Cluster acquired", "cluster", name, "fromExpiredHolder", expired)

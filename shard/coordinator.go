@@ -37,8 +37,10 @@ type cluster struct {
 	// assigned the cluster here and since when it had no running manager.
 	assigned, unmanagedSince time.Time
 	// replaced is the Lease version our acquisition replaced ("" when it
-	// created the Lease): a cache still showing it has not seen our write.
+	// created the Lease): a cache still showing it has not seen our write,
+	// which was sent at sent.
 	replaced string
+	sent     time.Time
 }
 
 // Coordinator is the shard coordinator of one replica: it holds the

@@ -10,31 +10,7 @@ import (
 // With a latency set, a request and its answer cost the round trip, and
 // several requests on their way at once are not serialised by it.
 func TestLatencyDelaysEachRoundTrip(t *testing.T) {
-	echo, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = echo.Close() }()
-	go func() {
-		for {
-			c, err := echo.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer func() { _ = c.Close() }()
-				sc := bufio.NewScanner(c)
-				for sc.Scan() {
-					_, _ = c.Write(append(sc.Bytes(), '\n'))
-				}
-			}()
-		}
-	}()
-	p, err := New(echo.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = p.Close() }()
+	p := echo(t)
 	const rtt = 100 * time.Millisecond
 	p.SetLatency(rtt)
 	c, err := net.Dial("tcp", p.Addr())

@@ -11,31 +11,7 @@ import (
 // Bytes pass through; a cut closes the open connection and refuses new
 // ones; a heal lets new ones through again.
 func TestProxyCutAndHeal(t *testing.T) {
-	echo, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = echo.Close() }()
-	go func() {
-		for {
-			c, err := echo.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer func() { _ = c.Close() }()
-				sc := bufio.NewScanner(c)
-				for sc.Scan() {
-					_, _ = c.Write(append(sc.Bytes(), '\n'))
-				}
-			}()
-		}
-	}()
-	p, err := New(echo.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = p.Close() }()
+	p := echo(t)
 	roundTrip := func(c net.Conn) error {
 		_ = c.SetDeadline(time.Now().Add(2 * time.Second))
 		if _, err := c.Write([]byte("ping\n")); err != nil {
@@ -135,6 +111,38 @@ func TestProxyHold(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the client's close not delivered after heal")
 	}
+}
+
+// echo starts a server that writes back every line a connection sends,
+// and a proxy in front of it.
+func echo(t *testing.T) *Proxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer func() { _ = c.Close() }()
+				sc := bufio.NewScanner(c)
+				for sc.Scan() {
+					_, _ = c.Write(append(sc.Bytes(), '\n'))
+				}
+			}()
+		}
+	}()
+	p, err := New(ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	return p
 }
 
 // sink starts a server that sends every line any connection writes to it

@@ -29,15 +29,8 @@ func (r *Runner) behindLatency(ctx context.Context) error {
 		}
 		p.SetLatency(r.o.RemoteLatency)
 		r.latency = append(r.latency, p)
-		cfg, err := clientcmd.Load(rc.KubeConfig)
-		if err != nil {
+		if proxied[i], err = through(rc.KubeConfig, p); err != nil {
 			return fmt.Errorf("kubeconfig of %s: %w", rc.Name, err)
-		}
-		for _, c := range cfg.Clusters {
-			c.Server = "https://" + p.Addr()
-		}
-		if proxied[i], err = clientcmd.Write(*cfg); err != nil {
-			return err
 		}
 	}
 	for _, cl := range r.clusters {
@@ -46,4 +39,16 @@ func (r *Runner) behindLatency(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// through returns kubeconfig with every cluster's server at proxy p.
+func through(kubeconfig []byte, p *netproxy.Proxy) ([]byte, error) {
+	cfg, err := clientcmd.Load(kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range cfg.Clusters {
+		c.Server = "https://" + p.Addr()
+	}
+	return clientcmd.Write(*cfg)
 }

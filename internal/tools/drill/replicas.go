@@ -75,21 +75,20 @@ func (r *Runner) spawn(id string) (*replica, error) {
 		_ = logf.Close()
 		return nil, err
 	}
-	probe, err := freeLoopbackAddr()
+	// The probe's port, and the metrics' when served: asked for at once,
+	// or the first, still free, could be handed out again as the second.
+	ports := 1
+	if r.o.Metrics {
+		ports = 2
+	}
+	addrs, err := freeLoopbackAddrs(ports)
 	if err != nil {
 		_ = logf.Close()
 		return nil, err
 	}
-	metricsAddr := "0"
+	probe, metricsAddr := addrs[0], "0"
 	if r.o.Metrics {
-		// Taken with the probe's port still free to be handed out again
-		// would let both be the same: ask for both at once.
-		addrs, err := freeLoopbackAddrs(2)
-		if err != nil {
-			_ = logf.Close()
-			return nil, err
-		}
-		probe, metricsAddr = addrs[0], addrs[1]
+		metricsAddr = addrs[1]
 	}
 	ov := r.overrides[id]
 	lease, renew, retry := r.o.LeaseDuration, r.renewDeadline(), r.o.retryPeriod()
@@ -151,16 +150,6 @@ func freeLoopbackAddrs(n int) ([]string, error) {
 		out = append(out, l.Addr().String())
 	}
 	return out, nil
-}
-
-// freeLoopbackAddr returns a loopback address with a port free right now.
-func freeLoopbackAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().String(), nil
 }
 
 // waitReady waits until replica id answers its readiness probe, as the

@@ -12,7 +12,6 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	examplev1alpha1 "github.com/clustershard/clustershard/api/example/v1alpha1"
@@ -157,14 +156,7 @@ func (r *Runner) proxyCluster(ctx context.Context, cl fleet.Cluster) (*netproxy.
 		return nil, nil, errors.Join(err, p.Close())
 	}
 	orig := secret.Data[localcluster.DefaultSecretKey]
-	cfg, err := clientcmd.Load(orig)
-	if err != nil {
-		return nil, nil, errors.Join(err, p.Close())
-	}
-	for _, c := range cfg.Clusters {
-		c.Server = "https://" + p.Addr()
-	}
-	proxied, err := clientcmd.Write(*cfg)
+	proxied, err := through(orig, p)
 	if err != nil {
 		return nil, nil, errors.Join(err, p.Close())
 	}
