@@ -13,7 +13,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
@@ -43,7 +42,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, clu
 		Named(name(r.Kind)).
 		WithOptions(controller.Options{RateLimiter: rateLimiter(), MaxConcurrentReconciles: r.workers()}).
 		For(r.Kind.New(), builder.WithPredicates(bound)).
-		WatchesRawSource(source.Channel(clusterEvents, handler.EnqueueRequestsFromMapFunc(r.sourcesOfCluster))).
+		WatchesRawSource(source.Channel(clusterEvents, r.recheckHandler())).
 		Complete(r)
 }
 
@@ -96,19 +95,4 @@ func targets(k remotecopy.Kind, u *unstructured.Unstructured) []string {
 		out = append(out, p)
 	}
 	return out
-}
-
-func (r *Reconciler) sourcesOfCluster(ctx context.Context, o client.Object) []reconcile.Request {
-	list := &unstructured.UnstructuredList{}
-	list.SetGroupVersionKind(r.Kind.GVK.GroupVersion().WithKind(r.Kind.GVK.Kind + "List"))
-	if err := r.Client.List(ctx, list, client.MatchingFields{ClusterIndex: o.GetName()}); err != nil {
-		// Lost events are not retried: say so loudly.
-		ctrl.LoggerFrom(ctx).Error(err, "Cannot list the sources of a cluster", "cluster", o.GetName())
-		return nil
-	}
-	reqs := make([]reconcile.Request, 0, len(list.Items))
-	for i := range list.Items {
-		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
-	}
-	return reqs
 }
