@@ -186,7 +186,7 @@ func (r *Runner) start(ctx context.Context) error {
 		if r.dir, err = os.MkdirTemp("", "clustershard-drill-"); err != nil {
 			return err
 		}
-	} else if err := os.MkdirAll(r.dir, 0o750); err != nil {
+	} else if err := emptyDir(r.dir); err != nil {
 		return fmt.Errorf("keep-dir: %w", err)
 	}
 	crds, err := deploy.CRDs(true)
@@ -296,4 +296,21 @@ func (r *Runner) cleanup() error {
 		errs = append(errs, os.RemoveAll(r.dir))
 	}
 	return errors.Join(errs...)
+}
+
+// emptyDir creates dir, or accepts it when it exists and is empty: journals
+// and audit logs are appended to, so an earlier drill's would be judged with
+// this one's (and read as writes out of authority).
+func emptyDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return err
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	if len(entries) > 0 {
+		return fmt.Errorf("%s is not empty (%d entries, e.g. %s): an earlier drill's journals and audit logs would be appended to; give a new or empty folder", dir, len(entries), entries[0].Name())
+	}
+	return nil
 }
