@@ -24,10 +24,15 @@ func TestHelmChartAppliesWithDryRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const ns = "shard-helm"
-	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
+	const ns, teamNS = "shard-helm", "shard-helm-team"
+	for _, n := range []string{ns, teamNS} {
+		if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: n}}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
 	}
+	// The namespaces kubeconfig Secrets may live in, per case: the
+	// release's own, and the listed ones (the release's listed again).
+	secretNS := map[string][]string{"defaults": {ns}, "custom": {ns, teamNS}}
 	for name, vals := range map[string]map[string]any{
 		"defaults": nil,
 		"custom": {
@@ -36,7 +41,8 @@ func TestHelmChartAppliesWithDryRun(t *testing.T) {
 			"extraRules": []any{map[string]any{
 				"apiGroups": []any{"example.clustershard.io"}, "resources": []any{"examplechaos"}, "verbs": []any{"get", "list", "watch", "update", "patch"},
 			}},
-			"lease": map[string]any{"duration": "20s", "renewDeadline": "12s", "retryPeriod": "3s"},
+			"lease":                      map[string]any{"duration": "20s", "renewDeadline": "12s", "retryPeriod": "3s"},
+			"kubeconfigSecretNamespaces": []any{teamNS, ns},
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -52,6 +58,7 @@ func TestHelmChartAppliesWithDryRun(t *testing.T) {
 				docs = append(docs, string(crd.File.Data))
 			}
 			kinds := map[string]int{}
+			secretRoles := map[string]bool{}
 			for _, doc := range docs {
 				u := &unstructured.Unstructured{}
 				if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
@@ -64,12 +71,32 @@ func TestHelmChartAppliesWithDryRun(t *testing.T) {
 				if err := env.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.DryRunAll, client.FieldOwner("helm-test"), client.ForceOwnership); err != nil {
 					t.Errorf("%s %s/%s rejected: %v", u.GetKind(), u.GetNamespace(), u.GetName(), err)
 				}
+				if u.GetKind() == "StatefulSet" && !strings.Contains(doc, "--kubeconfig-secret-namespaces="+strings.Join(secretNS[name], ",")+"\n") {
+					t.Errorf("kubeconfig Secret namespaces not %v:\n%s", secretNS[name], doc)
+				}
 				if u.GetKind() == "StatefulSet" && name == "custom" {
 					replicas, _, _ := unstructured.NestedInt64(u.Object, "spec", "replicas")
 					if replicas != 5 || !strings.Contains(doc, "--replicate-kind=ExampleChaos") || !strings.Contains(doc, "--lease-duration=20s") {
 						t.Errorf("values not applied:\n%s", doc)
 					}
 				}
+				if strings.Contains(doc, "secrets") {
+					// Secrets are read through a Role per allowed namespace, never cluster-wide.
+					if u.GetKind() == "ClusterRole" {
+						t.Errorf("a ClusterRole grants Secrets:\n%s", doc)
+					}
+					if u.GetKind() == "Role" {
+						secretRoles[u.GetNamespace()] = true
+					}
+				}
+			}
+			for _, n := range secretNS[name] {
+				if !secretRoles[n] {
+					t.Errorf("no Role grants the Secrets of %s (Roles with Secrets: %v)", n, secretRoles)
+				}
+			}
+			if len(secretRoles) != len(secretNS[name]) {
+				t.Errorf("Roles with Secrets in %v, want %v", secretRoles, secretNS[name])
 			}
 			for _, want := range []string{"CustomResourceDefinition", "ClusterRole", "Role", "ClusterRoleBinding", "RoleBinding", "ServiceAccount", "StatefulSet", "Service", "PodDisruptionBudget"} {
 				if kinds[want] == 0 {

@@ -3,6 +3,8 @@ package replica
 import (
 	"time"
 
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+
 	"github.com/clustershard/clustershard/controllers/remotecluster"
 	"github.com/clustershard/clustershard/controllers/replicate"
 	"github.com/clustershard/clustershard/internal/helmrelease"
@@ -30,6 +32,9 @@ const (
 // replicate), which are also the defaults of the flags. The shard timings
 // are filled here because other parts are derived from them.
 func (o *Options) defaults() {
+	if len(o.SecretNamespaces) == 0 {
+		o.SecretNamespaces = []string{o.Namespace}
+	}
 	if o.ShutdownTimeout == 0 {
 		o.ShutdownTimeout = DefaultShutdownTimeout
 	}
@@ -68,4 +73,13 @@ func DefaultOptions() Options {
 	o.KubeConfig.QPS, o.KubeConfig.Burst, o.KubeConfig.Timeout = registry.DefaultQPS, registry.DefaultBurst, remote.DefaultTimeout
 	o.defaults()
 	return o
+}
+
+// namespaceSet is the cache configuration of a list of namespaces.
+func namespaceSet(ns []string) map[string]cache.Config {
+	out := make(map[string]cache.Config, len(ns))
+	for _, n := range ns {
+		out[n] = cache.Config{}
+	}
+	return out
 }

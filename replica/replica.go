@@ -10,6 +10,7 @@ import (
 	"github.com/go-logr/logr"
 	"go.uber.org/fx"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -45,6 +46,9 @@ type Options struct {
 	Incarnation string
 	// Namespace holds the Leases.
 	Namespace string
+	// SecretNamespaces are the namespaces kubeconfig Secrets may live in;
+	// the manager caches Secrets of these only (default: Namespace).
+	SecretNamespaces []string
 	// Scheme must know the built-in kinds and the clustershard API.
 	Scheme *runtime.Scheme
 	// Kinds are the replicated kinds.
@@ -140,6 +144,10 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (*Replica, error) {
 		Client: client.Options{Cache: &client.CacheOptions{Unstructured: true}},
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
 			&coordinationv1.Lease{}: {Namespaces: map[string]cache.Config{o.Namespace: {}}},
+			// Only the Secrets kubeconfigs may come from: not every
+			// Secret of the management cluster in memory, and none the
+			// RBAC (a Role per namespace) does not grant.
+			&corev1.Secret{}: {Namespaces: namespaceSet(o.SecretNamespaces)},
 		}},
 	})
 	if err != nil {
@@ -215,7 +223,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (*Replica, error) {
 	rec := &remotecluster.Reconciler{
 		Client: mgr.GetClient(), Scheme: o.Scheme, Registry: rp.Registry, Ownership: rp.Coordinator,
 		Identity: o.Identity, Holder: shard.HolderIdentity(o.Identity, o.Incarnation), Recorder: mgr.GetEventRecorder("clustershard-remotecluster"),
-		KubeConfig: o.KubeConfig, Kinds: o.Kinds, ProbeTimeout: o.ProbeTimeout, StopTimeout: o.Shard.StopTimeout,
+		KubeConfig: o.KubeConfig, SecretNamespaces: o.SecretNamespaces, Kinds: o.Kinds, ProbeTimeout: o.ProbeTimeout, StopTimeout: o.Shard.StopTimeout,
 		InstallTimeout: o.InstallTimeout, HelmTimeout: o.HelmTimeout, Workers: o.RemoteClusterWorkers,
 		Charts: rp.charts, Enqueue: rp.notifier.Notify, Resync: o.Resync, CleanupTimeout: o.CleanupTimeout,
 	}

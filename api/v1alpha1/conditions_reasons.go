@@ -14,6 +14,10 @@ const (
 	// ReasonSecretKeyNotFound is a condition reason.
 	ReasonSecretKeyNotFound = "SecretKeyNotFound"
 
+	// ReasonSecretNamespaceNotAllowed is a condition reason: the kubeconfig
+	// Secret lives in a namespace the replicas may not read Secrets from.
+	ReasonSecretNamespaceNotAllowed = "SecretNamespaceNotAllowed"
+
 	// ReasonUnreachable is a condition reason.
 	ReasonUnreachable = "Unreachable"
 

@@ -3,12 +3,15 @@ package remotecluster
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/clustershard/clustershard/api/v1alpha1"
 	"github.com/clustershard/clustershard/internal/remote"
@@ -22,9 +25,19 @@ func (r *Reconciler) probeTimeout() time.Duration {
 	return r.ProbeTimeout
 }
 
-// readKubeConfig reads the kubeconfig Secret's key.
+// readKubeConfig reads the kubeconfig Secret's key, only from a namespace
+// kubeconfig Secrets may live in: whoever may create a RemoteCluster must not
+// make the replicas use credentials kept where that person cannot read.
 func (r *Reconciler) readKubeConfig(ctx context.Context, rc *v1alpha1.RemoteCluster) ([]byte, error) {
 	ref := rc.Spec.KubeConfig.SecretRef
+	if !slices.Contains(r.SecretNamespaces, ref.Namespace) {
+		_ = r.stop(ctx, rc.Name)
+		// Only a change of the RemoteCluster or of the replicas' flags can
+		// fix this: no retry loop.
+		return nil, reconcile.TerminalError(r.fail(rc, v1alpha1.ConditionConnected, v1alpha1.ReasonSecretNamespaceNotAllowed,
+			fmt.Errorf("kubeconfig Secret %s/%s: namespace %q is not one kubeconfig Secrets may live in (allowed: %s; see --kubeconfig-secret-namespaces); nothing was read",
+				ref.Namespace, ref.Name, ref.Namespace, allowedList(r.SecretNamespaces))))
+	}
 	var secret corev1.Secret
 	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, &secret); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -79,4 +92,12 @@ func (r *Reconciler) parseKubeConfig(content []byte, cluster string) (*rest.Conf
 	}
 	cfg.UserAgent = remote.UserAgent(holder, cluster)
 	return cfg, nil
+}
+
+// allowedList names the allowed namespaces for a message.
+func allowedList(ns []string) string {
+	if len(ns) == 0 {
+		return "none"
+	}
+	return strings.Join(ns, ", ")
 }

@@ -133,6 +133,7 @@ func newReconciler(owned ...string) (*Reconciler, *fakeRegistry, *events.FakeRec
 	return &Reconciler{
 		Client: env.Client, Scheme: env.Scheme, Registry: reg, Ownership: own, Identity: identity,
 		Recorder: rec, ProbeTimeout: 2 * time.Second, StopTimeout: 5 * time.Second,
+		SecretNamespaces: []string{testenv.ControllerNamespace},
 	}, reg, rec
 }
 

@@ -81,6 +81,11 @@ type Reconciler struct {
 	Recorder events.EventRecorder
 	// KubeConfig shapes the rest.Config of remote clusters.
 	KubeConfig remote.Options
+	// SecretNamespaces are the namespaces kubeconfig Secrets may live in
+	// (the replica passes --kubeconfig-secret-namespaces, by default its
+	// own namespace). A RemoteCluster naming a Secret elsewhere is refused
+	// and nothing is read; empty refuses every Secret.
+	SecretNamespaces []string
 	// Kinds are the replicated kinds, whose CRDs spec.install copies.
 	Kinds []remotecopy.Kind
 	// ProbeTimeout bounds the /version probe before a spawn (default 5s).

@@ -118,7 +118,8 @@ func (o *options) run(ctx context.Context) error {
 	defer closeJournal()
 	rp, err := replica.New(ctx, cfg, replica.Options{
 		Identity: o.replicaID, Incarnation: o.incarnation, Namespace: o.namespace, Scheme: scheme.New(), Kinds: o.parsedKinds,
-		KubeConfig: remote.Options{AllowExec: o.allowExec, QPS: o.clientQPS, Burst: o.clientBurst, Timeout: o.remoteTimeout},
+		SecretNamespaces: o.secretNamespaces,
+		KubeConfig:       remote.Options{AllowExec: o.allowExec, QPS: o.clientQPS, Burst: o.clientBurst, Timeout: o.remoteTimeout},
 		Shard: shard.Options{
 			LeaseDuration: o.leaseDuration, RenewDeadline: o.renewDeadline, RetryPeriod: o.retryPeriod,
 			StopTimeout: o.stopTimeout, MovesPerSecond: o.movesPerSecond, CatchUpTimeout: o.catchUpTimeout,

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/clustershard/clustershard/internal/remotecopy"
@@ -53,6 +54,7 @@ type options struct {
 	chartDir           string
 	chartTimeout       time.Duration
 	allowExec          bool
+	secretNamespaces   []string
 	probeInterval      time.Duration
 	probeTimeout       time.Duration
 	probeFailures      int
@@ -108,6 +110,7 @@ func (o *options) addRun(fs *pflag.FlagSet) {
 	fs.IntVar(&o.replWorkers, "replicate-workers", d.ReplicateWorkers, "How many sources of each replicated kind reconcile at once.")
 	fs.StringVar(&o.chartDir, "chart-cache-dir", "", "Scratch folder of spec.install.helm chart fetches (repository indexes; OCI credentials file registry-config.json). Default: a folder under $TMPDIR.")
 	fs.DurationVar(&o.chartTimeout, "chart-fetch-timeout", d.Charts.Timeout, "Bound of one chart download; fetches run in the background and never hold other clusters.")
+	fs.StringSliceVar(&o.secretNamespaces, "kubeconfig-secret-namespaces", nil, "Namespaces kubeconfig Secrets may live in, comma-separated or repeated (default: --namespace). A RemoteCluster naming a Secret elsewhere gets Connected=False SecretNamespaceNotAllowed and nothing is read; the replicas cache and may read (RBAC: a Role in each) Secrets of these namespaces only.")
 	fs.BoolVar(&o.allowExec, "allow-exec-kubeconfig", false, "Allow exec and auth-provider credentials in remote kubeconfigs (they run commands inside the controller).")
 	fs.DurationVar(&o.probeInterval, "probe-interval", d.ProbeInterval, "How often each remote API server is probed.")
 	fs.DurationVar(&o.probeTimeout, "probe-timeout", d.ProbeTimeout, "Timeout of one probe.")
@@ -153,6 +156,11 @@ func (o *options) validateRun() error {
 	}
 	if strings.Contains(o.replicaID, "@") {
 		errs = append(errs, fmt.Errorf("--replica-id %q may not contain '@'", o.replicaID))
+	}
+	for _, ns := range o.secretNamespaces {
+		if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("--kubeconfig-secret-namespaces: %q is not a namespace name: %s", ns, strings.Join(msgs, "; ")))
+		}
 	}
 	if err := shard.ValidateIncarnation(o.incarnation); err != nil {
 		errs = append(errs, fmt.Errorf("--incarnation: %w", err))

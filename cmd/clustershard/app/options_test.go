@@ -69,3 +69,16 @@ func TestRunFlagDefaultsAreTheReplicas(t *testing.T) {
 		}
 	}
 }
+
+// A kubeconfig Secret namespace that is no namespace name is refused at
+// start-up by name.
+func TestRunRefusesBadSecretNamespaces(t *testing.T) {
+	for _, bad := range []string{"Team_B", "a,,b", strings.Repeat("n", 64)} {
+		cmd := newRoot()
+		cmd.SetArgs([]string{"run", "--replica-id", "r-0", "--kubeconfig", "/nonexistent", "--kubeconfig-secret-namespaces", bad})
+		err := cmd.Execute()
+		if err == nil || !strings.Contains(err.Error(), "--kubeconfig-secret-namespaces") {
+			t.Errorf("%q: %v", bad, err)
+		}
+	}
+}

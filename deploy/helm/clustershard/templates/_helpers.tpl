@@ -7,3 +7,7 @@ app.kubernetes.io/part-of: clustershard
 app.kubernetes.io/name: clustershard
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
+{{- /* The namespaces kubeconfig Secrets may live in: the release's, then kubeconfigSecretNamespaces. */}}
+{{- define "clustershard.secretNamespaces" -}}
+{{ join "," (uniq (prepend (.Values.kubeconfigSecretNamespaces | default list) .Release.Namespace)) }}
+{{- end -}}
