@@ -101,6 +101,21 @@ test: controlplane promtool ## Run the whole test suite against a real local con
 	go test -count=1 -timeout $(TEST_TIMEOUT) ./...
 	@if go list $(RACE_PKGS) >/dev/null 2>&1; then \
 	  echo ">> race detector: $(RACE_PKGS)"; go test -count=1 -race -timeout $(TEST_TIMEOUT) $(RACE_PKGS); fi
+	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZ_SMOKE)
+
+# The fuzz targets, as package:Target; their seed corpora are in the code
+# (f.Add) and in each package's testdata/fuzz.
+FUZZ_TARGETS := ./internal/remote:FuzzParse ./internal/remote:FuzzParseKeepsSecrets \
+  ./internal/remotecopy:FuzzParseKind ./internal/remotecopy:FuzzMirrorStatus \
+  ./shard:FuzzClusterLeaseName ./internal/helmrelease:FuzzParseValues
+FUZZ_SMOKE ?= 4s
+FUZZTIME ?= 10m
+
+.PHONY: fuzz
+fuzz: ## Fuzz each target for FUZZTIME (make test runs each for FUZZ_SMOKE).
+	@for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; name=$${t##*:}; \
+	  echo ">> fuzz $$name ($$pkg) for $(FUZZTIME)"; \
+	  go test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; done
 
 .PHONY: lint
 lint: ## Run gofmt, go vet and golangci-lint.

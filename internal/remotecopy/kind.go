@@ -1,14 +1,17 @@
 package remotecopy
 
 import (
+	"errors"
 	"fmt"
 	"reflect"
 	"strings"
 	"sync/atomic"
+	"unicode"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
@@ -74,6 +77,9 @@ func ParseKind(s string) (Kind, error) {
 	if len(parts) != 3 || parts[0] == "" || parts[1] == "" || parts[2] == "" {
 		return Kind{}, fmt.Errorf("replicated kind %q: want Kind.version.group[/plural][:field.path][@Apply|Recreate|Auto]", s)
 	}
+	if err := validNames(parts[0], parts[1], parts[2], plural); err != nil {
+		return Kind{}, fmt.Errorf("replicated kind %q: %w", s, err)
+	}
 	k := Kind{GVK: schema.GroupVersionKind{Kind: parts[0], Version: parts[1], Group: parts[2]}}
 	if hasStrategy {
 		u, err := ParseUpdateStrategy(strategy)
@@ -91,8 +97,8 @@ func ParseKind(s string) (Kind, error) {
 	}
 	k.Field = strings.Split(field, ".")
 	for _, f := range k.Field {
-		if f == "" {
-			return Kind{}, fmt.Errorf("replicated kind %q: empty segment in field path %q", s, field)
+		if f == "" || strings.ContainsFunc(f, unicode.IsSpace) {
+			return Kind{}, fmt.Errorf("replicated kind %q: empty segment or white space in field path %q", s, field)
 		}
 	}
 	return k, nil
@@ -166,4 +172,26 @@ func SkipRemoteBound(field ...string) predicate.Predicate {
 		v, _, _ := unstructured.NestedString(u.Object, field...)
 		return v == ""
 	})
+}
+
+// validNames checks the names of a kind as the API server checks a CRD's:
+// the kind and plural (when given) as DNS-1035 labels (the kind in lower
+// case), the version as a DNS-1035 label, the group as a DNS subdomain.
+func validNames(kind, version, group, plural string) error {
+	var errs []string
+	check := func(what, v string, msgs []string) {
+		if len(msgs) > 0 {
+			errs = append(errs, fmt.Sprintf("%s %q: %s", what, v, strings.Join(msgs, "; ")))
+		}
+	}
+	check("kind", kind, validation.IsDNS1035Label(strings.ToLower(kind)))
+	check("version", version, validation.IsDNS1035Label(version))
+	check("group", group, validation.IsDNS1123Subdomain(group))
+	if plural != "" {
+		check("plural", plural, validation.IsDNS1035Label(plural))
+	}
+	if len(errs) > 0 {
+		return errors.New(strings.Join(errs, ", "))
+	}
+	return nil
 }

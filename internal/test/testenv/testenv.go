@@ -3,6 +3,7 @@ package testenv
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/signal"
@@ -111,10 +112,16 @@ func RESTConfigFromKubeConfig(kubeconfig []byte) (*rest.Config, error) {
 
 // Run is the body of a package's TestMain: it starts the environment, stores it
 // in *env, runs the tests and stops everything, also on SIGINT or SIGTERM. It
-// returns the exit code for os.Exit.
+// returns the exit code for os.Exit. Under -fuzz it starts nothing (the fuzz
+// targets are pure): fuzz with -run '^$'.
 func Run(m *testing.M, opts Options, env **Env) int {
 	if !opts.Verbose {
 		ctrl.SetLogger(logr.Discard())
+	}
+	if fuzzing() {
+		// Fuzz targets are pure; every fuzz worker process runs TestMain
+		// too, and must not start a control plane each.
+		return m.Run()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	e, err := Start(ctx, opts)
@@ -148,4 +155,14 @@ func Run(m *testing.M, opts Options, env **Env) int {
 		}
 	}
 	return code
+}
+
+// fuzzing tells whether the test binary runs a fuzz target (-test.fuzz, or
+// as one of its workers) rather than tests.
+func fuzzing() bool {
+	if !flag.Parsed() {
+		flag.Parse()
+	}
+	fuzz, worker := flag.Lookup("test.fuzz"), flag.Lookup("test.fuzzworker")
+	return (fuzz != nil && fuzz.Value.String() != "") || (worker != nil && worker.Value.String() == "true")
 }
