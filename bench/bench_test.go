@@ -38,6 +38,7 @@ func TestSmokeRun(t *testing.T) {
 	c.BalanceClusters, c.RingReplicas, c.LiveReplicas = 60, []int{3}, []int{2}
 	c.MemorySizes, c.ColdStartClusters, c.Idle = []int{0, 4}, 6, time.Second
 	c.ReplicationClusters, c.ReplicationObjects, c.ChurnRate, c.ChurnObjects = 4, 5, 20, 20
+	c.BulkheadClusters, c.BulkheadObjects, c.BulkheadRate = 6, 12, 10
 	c.Out = testWriter{t}
 	res := bench.Run(t.Context(), c)
 	if len(res.Errors) > 0 {
@@ -72,6 +73,16 @@ func TestSmokeRun(t *testing.T) {
 		t.Errorf("latency-bound replication: %+v", res.LatencyBound)
 	}
 
+	if b := res.Bulkheads; b == nil || len(b.Runs) != 2 || len(b.Bad) != 3 || b.P99Ratio <= 0 || len(b.Crashed) != 0 {
+		t.Errorf("bulkheads: %+v", res.Bulkheads)
+	} else {
+		for _, bad := range b.Bad {
+			if bad.Error != "" || bad.ConnectedFalseAfter <= 0 {
+				t.Errorf("bad cluster %+v not shown Connected=False", bad)
+			}
+		}
+	}
+
 	dir := t.TempDir()
 	plots, err := bench.Plots(res, dir)
 	if err != nil {
@@ -83,7 +94,7 @@ func TestSmokeRun(t *testing.T) {
 		}
 	}
 	md := bench.Markdown(res, plots, "results/x.json")
-	for _, s := range []string{"## 1. Ownership write cost", "## 2. Hand-over", "## 3. Balance", "## 4. Memory", "## 5. Replication", "## 5b. Replication with remote clusters 50 ms away", "## 5c.", "Take-over:", "## What bounds the missed targets", "CPUs"} {
+	for _, s := range []string{"## 1. Ownership write cost", "## 2. Hand-over", "## 3. Balance", "## 4. Memory", "## 5. Replication", "## 5b. Replication with remote clusters 50 ms away", "## 5c.", "## 6. Bulkheads", "Take-over:", "## What bounds the missed targets", "CPUs"} {
 		if !strings.Contains(md, s) {
 			t.Errorf("RESULTS.md lacks %q", s)
 		}

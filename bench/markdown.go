@@ -194,6 +194,9 @@ func Markdown(r *Results, plots map[string]string, jsonFile string) string {
 			p("")
 		}
 	}
+	if bh := r.Bulkheads; bh != nil {
+		bulkheadSection(p, bh)
+	}
 	bounds(p, r)
 	return b.String()
 }
@@ -240,3 +243,46 @@ func replicationTables(p func(string, ...any), rep *Replication) {
 // targetTakeOverPeak is issue 20's bound on a survivor's peak RSS during a
 // take-over of a third of the fleet, over its idle RSS.
 const targetTakeOverPeak = 1.3
+
+// targetBulkheadRatio is issue 21's bound on the healthy clusters' p99 lag
+// with bad remotes over without.
+const targetBulkheadRatio = 1.1
+
+// bulkheadSection prints scenario 6.
+func bulkheadSection(p func(string, ...any), bh *Bulkheads) {
+	p("## 6. Bulkheads: one bad remote hurts no other")
+	p("")
+	p("%d clusters on 3 replicas, twice: every remote healthy, then three clusters each behind a loopback proxy of its own that is a black hole (accepts connections, never answers), answers at 1 byte a second, or answers each new connection for 2 s and then never again while it stays open (watches hang after connect). Both runs create the same sources over all %d clusters; the create → copy in sync lag is measured for the healthy clusters' sources only. Target: their p99 within %.0f %% of the healthy run's, no replica crashes, each bad cluster `Connected=False` within the probe bound (%.0f s: probes every 1 s, `--probe-timeout=2s`, `--probe-failures=3`).",
+		bh.Clusters, bh.Clusters, 100*(targetBulkheadRatio-1), bh.ProbeBound)
+	p("")
+	p("| remotes | objects measured | created at | p50 | p99 | max | not synced |")
+	p("|---|---|---|---|---|---|---|")
+	for _, run := range bh.Runs {
+		name := "all healthy"
+		if run.Faulty {
+			name = "3 bad"
+		}
+		p("| %s | %d | %.0f/s | %.3f s | %.3f s | %.3f s | %d |", name, run.Objects, run.Rate, run.P50, run.P99, run.Max, run.Missing)
+	}
+	p("")
+	p("| bad cluster | fault | Connected=False after |")
+	p("|---|---|---|")
+	allShown := true
+	for _, b := range bh.Bad {
+		after := fmt.Sprintf("%.2f s", b.ConnectedFalseAfter)
+		if b.Error != "" {
+			after, allShown = b.Error, false
+		} else if b.ConnectedFalseAfter > bh.ProbeBound {
+			allShown = false
+		}
+		p("| %s | %s | %s |", b.Cluster, b.Fault, after)
+	}
+	p("")
+	crashed := "none"
+	if len(bh.Crashed) > 0 {
+		crashed = strings.Join(bh.Crashed, ", ")
+	}
+	p("Healthy clusters' p99 with bad remotes over without: %.2f× (target ≤ %.2f×: %s). Replica crashes: %s. Bad clusters shown within the bound: %s.",
+		bh.P99Ratio, targetBulkheadRatio, verdict(bh.P99Ratio > 0 && bh.P99Ratio <= targetBulkheadRatio), crashed, verdict(allShown && len(bh.Bad) > 0))
+	p("")
+}

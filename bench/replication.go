@@ -70,7 +70,7 @@ func replicationRun(ctx context.Context, o drill.Options, churn *ReplicationChur
 	logf("  R=%d: %d objects over %d clusters synced %.2fs after the replicas' start (start-up %.2fs): %.0f objects/s",
 		o.Replicas, total, len(s.Clusters()), res.Synced, res.StartUp, res.PerSec)
 	if churn != nil {
-		if err := churnLag(ctx, s, churn); err != nil {
+		if err := churnLag(ctx, s, churn, s.Clusters(), nil); err != nil {
 			return res, err
 		}
 		logf("  churn at %.0f objects/s with R=%d: %d objects, sync lag p50 %.3fs p99 %.3fs max %.3fs, %d not synced",
@@ -80,9 +80,10 @@ func replicationRun(ctx context.Context, o drill.Options, churn *ReplicationChur
 }
 
 // churnLag creates churn.Objects new sources at churn.Rate per second over
-// the fleet's clusters and measures, with a watch on the management cluster,
-// the time from each create to its copy being in sync.
-func churnLag(ctx context.Context, s *drill.Session, churn *ReplicationChurn) error {
+// clusters, in turn, and measures, with a watch on the management cluster,
+// the time from each create to its copy being in sync, for the sources of
+// the clusters measured (nil: all).
+func churnLag(ctx context.Context, s *drill.Session, churn *ReplicationChurn, clusters []fleet.Cluster, measured map[string]bool) error {
 	wc, err := client.NewWithWatch(s.Config(), client.Options{Scheme: fleet.Scheme()})
 	if err != nil {
 		return err
@@ -113,7 +114,6 @@ func churnLag(ctx context.Context, s *drill.Session, churn *ReplicationChurn) er
 			mu.Unlock()
 		}
 	}()
-	clusters := s.Clusters()
 	tick := time.NewTicker(time.Duration(float64(time.Second) / churn.Rate))
 	defer tick.Stop()
 	for i := range churn.Objects {
@@ -126,6 +126,9 @@ func churnLag(ctx context.Context, s *drill.Session, churn *ReplicationChurn) er
 		at := time.Now()
 		if err := s.Client().Create(ctx, o); err != nil {
 			return err
+		}
+		if measured != nil && !measured[cl.Name] {
+			continue
 		}
 		mu.Lock()
 		created[o.Namespace+"/"+o.Name] = at

@@ -26,6 +26,8 @@ type Results struct {
 	// LatencyBound is LatencyReplication with few replicate workers per
 	// replica, so that one replica is bound by round trips.
 	LatencyBound *Replication `json:"latencyBound,omitempty"`
+	// Bulkheads is scenario 6: healthy clusters next to bad remotes.
+	Bulkheads *Bulkheads `json:"bulkheads,omitempty"`
 	// Errors are scenarios that could not run, with why.
 	Errors []string `json:"errors,omitempty"`
 	// Reruns record scenarios measured again later into these results
@@ -50,6 +52,8 @@ func (r *Results) Merge(o *Results, scenarios []string, why string) {
 			r.Replication = o.Replication
 		case "latency":
 			r.LatencyReplication, r.LatencyBound = o.LatencyReplication, o.LatencyBound
+		case "bulkheads":
+			r.Bulkheads = o.Bulkheads
 		}
 	}
 	kept := r.Errors[:0]
@@ -261,4 +265,40 @@ func ThisMachine() Machine {
 		}
 	}
 	return m
+}
+
+// Bulkheads is scenario 6: the same fleet and churn with every remote
+// healthy, then with one cluster behind each bad remote.
+type Bulkheads struct {
+	Clusters int `json:"clusters"`
+	// Runs are the healthy run, then the run with bad remotes.
+	Runs []BulkheadRun `json:"runs"`
+	// Bad are the bad clusters of the second run.
+	Bad []BadCluster `json:"bad"`
+	// P99Ratio is the healthy clusters' p99 lag with bad remotes over
+	// without (target ≤ 1.1).
+	P99Ratio float64 `json:"p99Ratio"`
+	// ProbeBound is how soon a bad cluster must show Connected=False.
+	ProbeBound float64 `json:"probeBoundSeconds"`
+	// Crashed are replicas whose process ended by itself, in either run.
+	Crashed []string `json:"crashed,omitempty"`
+}
+
+// BulkheadRun is the create-to-copy lag of the healthy clusters' sources.
+type BulkheadRun struct {
+	Faulty  bool    `json:"badRemotes"`
+	Objects int     `json:"objectsMeasured"`
+	Rate    float64 `json:"objectsPerSecond"`
+	P50     float64 `json:"p50Seconds"`
+	P99     float64 `json:"p99Seconds"`
+	Max     float64 `json:"maxSeconds"`
+	Missing int     `json:"notSynced"`
+}
+
+// BadCluster is a cluster whose remote went bad, and how soon it showed.
+type BadCluster struct {
+	Cluster             string  `json:"cluster"`
+	Fault               string  `json:"fault"`
+	ConnectedFalseAfter float64 `json:"connectedFalseAfterSeconds"`
+	Error               string  `json:"error,omitempty"`
 }

@@ -21,7 +21,7 @@ type Config struct {
 	// Binary is the clustershard binary run as replicas.
 	Binary string
 	// Scenarios to run: writecost, handover, balance, memory, replication,
-	// latency.
+	// latency, bulkheads.
 	Scenarios []string
 	// WriteCostSizes are the fleet sizes of scenario 1; BaselineMax the
 	// largest size the naive baseline runs at; Window the measuring window.
@@ -50,12 +50,17 @@ type Config struct {
 	// waits on round trips rather than on the machine's cores.
 	RemoteLatency  time.Duration
 	LatencyWorkers int
+	// BulkheadClusters is M of scenario 6; BulkheadObjects sources are
+	// created at BulkheadRate a second over all of them.
+	BulkheadClusters int
+	BulkheadObjects  int
+	BulkheadRate     float64
 
 	Out io.Writer
 }
 
 // AllScenarios are the scenario names, in the order they run.
-var AllScenarios = []string{"writecost", "handover", "balance", "memory", "replication", "latency"}
+var AllScenarios = []string{"writecost", "handover", "balance", "memory", "replication", "latency", "bulkheads"}
 
 // Default is the configuration of `make bench`.
 func Default(binary string) Config {
@@ -67,6 +72,7 @@ func Default(binary string) Config {
 		MemorySizes: []int{0, 100, 500, 1000}, ColdStartClusters: 1000, Idle: 10 * time.Second,
 		ReplicationClusters: 100, ReplicationObjects: 20, ChurnRate: 50, ChurnObjects: 1000,
 		RemoteLatency: 50 * time.Millisecond, LatencyWorkers: 2,
+		BulkheadClusters: 60, BulkheadObjects: 600, BulkheadRate: 20,
 	}
 }
 
@@ -130,6 +136,14 @@ func Run(ctx context.Context, c Config) *Results {
 			res.LatencyBound = replication(ctx, c, o, false, fail, logf)
 			res.LatencyBound.RemoteLatencyMs = float64(c.RemoteLatency.Milliseconds())
 			res.LatencyBound.Workers = c.LatencyWorkers
+		}
+	}
+	if want["bulkheads"] {
+		logf("==> 6. bulkheads: %d clusters, 3 of them behind bad remotes", c.BulkheadClusters)
+		b, err := bulkheads(ctx, c, drillOpts, logf)
+		res.Bulkheads = b
+		if err != nil {
+			fail("bulkheads", err)
 		}
 	}
 	res.Duration = time.Since(start).Round(time.Second).String()

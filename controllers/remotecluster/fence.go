@@ -112,7 +112,11 @@ func (r *Reconciler) superseded(ctx context.Context, rc *v1alpha1.RemoteCluster,
 	if !ok || !e.Enforced {
 		return false
 	}
-	cur, ok, err := remotefence.Current(ctx, cfg, rc.Name)
+	// A small read: bounded like a probe, so a remote that stopped
+	// answering does not hold the reconcile for the request timeout.
+	pctx, cancel := context.WithTimeout(ctx, r.probeTimeout())
+	defer cancel()
+	cur, ok, err := remotefence.Current(pctx, cfg, rc.Name)
 	if err != nil || !ok || cur <= e.Value {
 		return false
 	}

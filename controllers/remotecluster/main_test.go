@@ -68,6 +68,19 @@ type fakeRegistry struct {
 	running map[string]*rest.Config
 	spawns  []*rest.Config
 	stops   int
+	// unhealthy makes Get report these running clusters Unhealthy, with
+	// the error.
+	unhealthy map[string]error
+}
+
+// setUnhealthy makes the running manager of cluster fail its probes.
+func (r *fakeRegistry) setUnhealthy(cluster string, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.unhealthy == nil {
+		r.unhealthy = map[string]error{}
+	}
+	r.unhealthy[cluster] = err
 }
 
 func (r *fakeRegistry) Spawn(cluster string, cfg *rest.Config, _ ...registry.SpawnOption) error {
@@ -97,6 +110,9 @@ func (r *fakeRegistry) Get(cluster string) (registry.Info, bool) {
 	defer r.mu.Unlock()
 	if _, ok := r.running[cluster]; !ok {
 		return registry.Info{}, false
+	}
+	if err, ok := r.unhealthy[cluster]; ok {
+		return registry.Info{Name: cluster, State: registry.StateUnhealthy, Err: err}, true
 	}
 	return registry.Info{Name: cluster, State: registry.StateRunning}, true
 }

@@ -249,7 +249,13 @@ func (r *Reconciler) ensure(ctx context.Context, rc *v1alpha1.RemoteCluster) err
 		// ownership period may reuse it (its epoch, its install).
 		return fmt.Errorf("the remote manager of %s is still stopping", rc.Name)
 	}
-	if running && r.superseded(ctx, rc, cfg) {
+	// A remote API server that fails its probes would only make the remote
+	// calls below (the epoch check, installs, Helm checks) wait out their
+	// timeouts, holding a worker and delaying Connected=False by as much:
+	// skip them until it answers again (the registry's state change
+	// reconciles the cluster then).
+	unhealthy := running && info.State == registry.StateUnhealthy
+	if running && !unhealthy && r.superseded(ctx, rc, cfg) {
 		if err := r.stop(ctx, rc.Name); err != nil {
 			return r.fail(rc, v1alpha1.ConditionReady, v1alpha1.ReasonSpawnFailed, fmt.Errorf("stop the manager of a superseded epoch: %w", err))
 		}
@@ -303,6 +309,8 @@ func (r *Reconciler) ensure(ctx context.Context, rc *v1alpha1.RemoteCluster) err
 		r.setRunningHash(rc.Name, hash)
 		r.setInstalled(rc, key)
 		info, _ = r.Registry.Get(rc.Name)
+	} else if unhealthy {
+		r.restoreInstalled(rc)
 	} else if changed, helmDue := r.installDue(rc, key); changed || helmDue {
 		cfg = r.epochConfig(rc.Name, cfg)
 		// spec.install changed while the manager runs: ensure all of it

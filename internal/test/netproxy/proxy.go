@@ -1,7 +1,9 @@
 // Package netproxy is a loopback TCP proxy that stages network faults
 // between a client and an API server: a partition that closes connections
 // (Cut), and a black hole that keeps them open but stops forwarding (Hold),
-// for every connection or for those open at the time (HoldExisting).
+// for every connection or for those open at the time (HoldExisting); and
+// degraded links: added latency (SetLatency), a trickle (SetRate), and
+// connections that go silent after their first answers (SetHangAfter).
 package netproxy
 
 import (
@@ -37,7 +39,12 @@ type Proxy struct {
 	trail chan struct{}
 	// latency is the round trip added to connections served (SetLatency).
 	latency time.Duration
-	wg      sync.WaitGroup
+	// rate is the bytes a second the server's answers trickle at (SetRate).
+	rate int
+	// hangAfter is how long after its start a connection goes silent
+	// (SetHangAfter).
+	hangAfter time.Duration
+	wg        sync.WaitGroup
 }
 
 // TrailDelay is how long after Heal the bytes that followed the write that
@@ -121,11 +128,18 @@ func (p *Proxy) serve(in net.Conn) {
 	defer p.untrack(out)
 	p.mu.Lock()
 	p.gen++
-	gen, latency := p.gen, p.latency
+	gen, latency, rate, hangAfter := p.gen, p.latency, p.rate, p.hangAfter
 	p.mu.Unlock()
+	opened := time.Now()
 	l := &link{}
 	done := make(chan struct{}, 2)
 	pipe := func(dst io.Writer, src *gatedReader) {
+		if !src.fromClient && hangAfter > 0 {
+			dst = silenced{w: dst, at: opened.Add(hangAfter)}
+		}
+		if !src.fromClient && rate > 0 {
+			dst = throttled{w: dst, rate: rate}
+		}
 		if latency > 0 {
 			d := newDelayed(dst, latency/2)
 			defer func() { _ = d.Close() }()

@@ -189,3 +189,26 @@ func ProcessRSS(pid int) (int64, error) {
 
 // Config is the admin rest.Config of the management cluster.
 func (s *Session) Config() *rest.Config { return s.r.cp.Management.Config }
+
+// ProxyCluster points cluster cl's kubeconfig Secret at a new loopback
+// proxy to its remote API server and waits until its manager runs through
+// it; restore points it back. Faults are staged on the proxy.
+func (s *Session) ProxyCluster(ctx context.Context, cl fleet.Cluster) (*netproxy.Proxy, func() error, error) {
+	return s.r.proxyCluster(ctx, cl)
+}
+
+// Crashed returns the replicas whose process ended without the session
+// stopping it (a crash or a fatal error).
+func (s *Session) Crashed() []string {
+	var out []string
+	for _, rep := range s.r.reps.all {
+		select {
+		case <-rep.exited:
+			if rep.killedAt.IsZero() {
+				out = append(out, rep.id)
+			}
+		default:
+		}
+	}
+	return out
+}
