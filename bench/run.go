@@ -72,7 +72,7 @@ func Default(binary string) Config {
 		MemorySizes: []int{0, 100, 500, 1000}, ColdStartClusters: 1000, Idle: 10 * time.Second,
 		ReplicationClusters: 100, ReplicationObjects: 20, ChurnRate: 50, ChurnObjects: 1000,
 		RemoteLatency: 50 * time.Millisecond, LatencyWorkers: 2,
-		BulkheadClusters: 60, BulkheadObjects: 600, BulkheadRate: 20,
+		BulkheadClusters: 60, BulkheadObjects: 1200, BulkheadRate: 20,
 	}
 }
 

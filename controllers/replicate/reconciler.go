@@ -135,7 +135,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			state = string(info.State)
 		}
 		r.failed(src, metrics.StateClusterNotReady, v1alpha1.ReasonClusterNotReady)
-		return ctrl.Result{}, r.report(ctx, src, cluster, false, v1alpha1.ReasonClusterNotReady, fmt.Sprintf("remote cluster %q is %s here; retrying", cluster, state))
+		// Not this source's failure: no backoff retries, which would spend
+		// the workers and the management API server on every source of an
+		// unhealthy cluster. The manager's next state change (running
+		// again) re-checks every source of the cluster; the recheck
+		// interval is the fallback.
+		msg := fmt.Sprintf("remote cluster %q is %s here; retrying when it runs", cluster, state)
+		return ctrl.Result{RequeueAfter: r.recheck()}, r.reportOnly(ctx, src, cluster, v1alpha1.ReasonClusterNotReady, msg)
 	}
 	desired := r.Kind.Copy(src, cluster, r.Identity)
 	nsKey := cluster + "/" + desired.GetNamespace()

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/clustershard/clustershard/api/v1alpha1"
+	"github.com/clustershard/clustershard/controllers/replicate"
 	"github.com/clustershard/clustershard/internal/remotecopy"
 )
 
@@ -217,8 +218,10 @@ func TestClusterOwnedElsewhereIsNotWritten(t *testing.T) {
 }
 
 // A source of an owned cluster whose remote manager does not run here
-// (not spawned yet) says ClusterNotReady with a Warning event, returns an
-// error so the workqueue retries, and writes no copy.
+// (not spawned yet) says ClusterNotReady with a Warning event and writes no
+// copy; it returns no error (no backoff retries spending the workers on an
+// unhealthy cluster's sources) but a re-check after the recheck interval,
+// the fallback of the cluster's next state change.
 func TestClusterNotRunningSaysClusterNotReady(t *testing.T) {
 	k := env.Learned(t, strictKind)
 	r, reg, rec := newReconciler(k, "east")
@@ -227,10 +230,14 @@ func TestClusterNotRunningSaysClusterNotReady(t *testing.T) {
 	key := client.ObjectKeyFromObject(src)
 	release(t, k, key)
 
-	if _, err := reconcile(t, r, src); err == nil || !strings.Contains(err.Error(), "not spawned") {
-		t.Fatalf("Reconcile error = %v, want one saying the manager is not spawned", err)
+	res, err := reconcile(t, r, src)
+	if err != nil || res.RequeueAfter != replicate.DefaultRecheck {
+		t.Fatalf("Reconcile = %+v, %v; want no error (no backoff retries) and a re-check after %v", res, err, replicate.DefaultRecheck)
 	}
 	cond, o := synced(t, k, key)
+	if msg, _ := cond["message"].(string); !strings.Contains(o.Message, "not spawned") && !strings.Contains(msg, "not spawned") {
+		t.Errorf("RemoteSynced %v, outcome %+v: want it to say the manager is not spawned", cond, o)
+	}
 	if cond == nil || cond["status"] != "False" || cond["reason"] != v1alpha1.ReasonClusterNotReady || o.Reason != v1alpha1.ReasonClusterNotReady {
 		t.Errorf("RemoteSynced = %v, outcome %+v; want False/%s", cond, o, v1alpha1.ReasonClusterNotReady)
 	}

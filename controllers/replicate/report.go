@@ -51,6 +51,22 @@ func (r *Reconciler) report(ctx context.Context, src *unstructured.Unstructured,
 	return errors.Join(errors.New(msg), err)
 }
 
+// reportOnly sets RemoteSynced False (under ownership) with a Warning event
+// when it changed, and returns only an error of that write: the caller
+// retries on its own terms, not with the workqueue's backoff.
+func (r *Reconciler) reportOnly(ctx context.Context, src *unstructured.Unstructured, cluster, reason, msg string) error {
+	var wrote bool
+	err := r.Ownership.WithOwnership(cluster, func() error {
+		var err error
+		wrote, err = remotecopy.SetRemoteSynced(ctx, r.Client, r.Kind, src, false, reason, msg)
+		return err
+	})
+	if wrote {
+		r.event(src, corev1.EventTypeWarning, reason, msg)
+	}
+	return err
+}
+
 func (r *Reconciler) event(obj *unstructured.Unstructured, typ, reason, msg string) {
 	if r.Recorder != nil {
 		r.Recorder.Eventf(obj, nil, typ, reason, "Replicate", "%s", msg)
