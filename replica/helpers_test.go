@@ -64,18 +64,7 @@ func startReplicaWith(t *testing.T, id string, edit func(*replica.Options)) *run
 func startReplicaOn(t *testing.T, id string, cfg *rest.Config, edit func(*replica.Options)) *running {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	o := replica.Options{
-		Identity: id, Namespace: testenv.ControllerNamespace, Scheme: env.Scheme,
-		Kinds:      []remotecopy.Kind{exampleKind},
-		KubeConfig: remote.Options{QPS: 100, Burst: 200},
-		Shard: shard.Options{
-			LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 500 * time.Millisecond,
-			StopTimeout: 5 * time.Second, Ring: shard.RingOptions{LoadFactor: 1.25},
-		},
-		ProbeInterval: 500 * time.Millisecond, ProbeTimeout: time.Second, ProbeFailureThreshold: 3,
-		MetricsBindAddress: "0", HealthProbeBindAddress: "0", ShutdownTimeout: 20 * time.Second,
-		Logger: logger().WithName(id), SeveralPerProcess: true,
-	}
+	o := replicaOptions(id)
 	if edit != nil {
 		edit(&o)
 	}
@@ -88,6 +77,22 @@ func startReplicaOn(t *testing.T, id string, cfg *rest.Config, edit func(*replic
 	go func() { r.done <- rp.Run(ctx) }()
 	t.Cleanup(r.stop)
 	return r
+}
+
+// replicaOptions are the options of a test replica id.
+func replicaOptions(id string) replica.Options {
+	return replica.Options{
+		Identity: id, Namespace: testenv.ControllerNamespace, Scheme: env.Scheme,
+		Kinds:      []remotecopy.Kind{exampleKind},
+		KubeConfig: remote.Options{QPS: 100, Burst: 200},
+		Shard: shard.Options{
+			LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 500 * time.Millisecond,
+			StopTimeout: 5 * time.Second, Ring: shard.RingOptions{LoadFactor: 1.25},
+		},
+		ProbeInterval: 500 * time.Millisecond, ProbeTimeout: time.Second, ProbeFailureThreshold: 3,
+		MetricsBindAddress: "0", HealthProbeBindAddress: "0", ShutdownTimeout: 20 * time.Second,
+		Logger: logger().WithName(id), SeveralPerProcess: true,
+	}
 }
 
 func (r *running) stop() {

@@ -161,6 +161,9 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (*Replica, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkSecretAccess(ctx, kube, o.SecretNamespaces); err != nil {
+		return nil, err
+	}
 	o.Kinds = learnShapes(ctx, direct, o.Kinds, o.Logger)
 	rp := &Replica{Manager: mgr, opts: o, notifier: &Notifier{}}
 

@@ -60,7 +60,8 @@ func applyManagementRBAC(t *testing.T) *rest.Config {
 // with SecretNamespaceNotAllowed, the ServiceAccount may not read that
 // Secret even when asked directly (RBAC denies it), and the replica's cache
 // does not hold it. A RemoteCluster whose Secret is in the replica's
-// namespace still becomes Ready under the same RBAC.
+// namespace still becomes Ready under the same RBAC, and a replica told to
+// read Secrets in a namespace where RBAC grants it nothing refuses to start.
 func TestShippedRBACReadsKubeConfigSecretsOnlyWhereAllowed(t *testing.T) {
 	ctx := t.Context()
 	cfg := applyManagementRBAC(t)
@@ -94,6 +95,14 @@ func TestShippedRBACReadsKubeConfigSecretsOnlyWhereAllowed(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { deleteCluster(t, theirs.Name) })
+
+	// A namespace the shipped RBAC grants nothing in is named at start-up,
+	// rather than a Secret informer that never syncs.
+	o := replicaOptions("replica-norole")
+	o.Kinds, o.SecretNamespaces = nil, []string{testenv.ControllerNamespace, "team-norole"}
+	if _, err := replica.New(ctx, cfg, o); err == nil || !strings.Contains(err.Error(), `namespace "team-norole"`) || !strings.Contains(err.Error(), "--kubeconfig-secret-namespaces") {
+		t.Errorf("a replica allowed Secrets in a namespace without its Role: %v, want refused at start-up", err)
+	}
 
 	rp := startReplicaOn(t, "replica-rbac", cfg, func(o *replica.Options) { o.Kinds = nil })
 	waitReady(t, allowed.Name, 30*time.Second)

@@ -27,6 +27,10 @@ const (
 	// ReasonInstallFailed is a condition reason.
 	ReasonInstallFailed = "InstallFailed"
 
+	// ReasonInstallPending is a condition reason: spec.install changed while
+	// the remote API server does not answer; it is installed once it does.
+	ReasonInstallPending = "InstallPending"
+
 	// ReasonInstalled is a condition reason.
 	ReasonInstalled = "Installed"
 

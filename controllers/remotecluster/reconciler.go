@@ -165,7 +165,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			// replace newer conditions (a merge patch replaces the whole list).
 			return r.Client.Status().Patch(ctx, &rc, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
 		}); perr != nil {
-			err = errors.Join(err, fmt.Errorf("update status: %w", perr))
+			// Retried even when ensure's error was terminal: a status that
+			// did not land must be written again, or the RemoteCluster would
+			// go on showing the state it had before.
+			if err != nil {
+				err = fmt.Errorf("update status: %w (after: %v)", perr, err)
+			} else {
+				err = fmt.Errorf("update status: %w", perr)
+			}
 		}
 	}
 	if err != nil {
@@ -310,7 +317,11 @@ func (r *Reconciler) ensure(ctx context.Context, rc *v1alpha1.RemoteCluster) err
 		r.setInstalled(rc, key)
 		info, _ = r.Registry.Get(rc.Name)
 	} else if unhealthy {
-		r.restoreInstalled(rc)
+		if changed, _ := r.installDue(rc, key); changed {
+			r.setCondition(rc, v1alpha1.ConditionInstalled, false, v1alpha1.ReasonInstallPending, "spec.install changed while the remote API server does not answer; it is installed once it answers again")
+		} else {
+			r.restoreInstalled(rc)
+		}
 	} else if changed, helmDue := r.installDue(rc, key); changed || helmDue {
 		cfg = r.epochConfig(rc.Name, cfg)
 		// spec.install changed while the manager runs: ensure all of it

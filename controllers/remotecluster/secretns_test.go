@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -80,5 +81,39 @@ func TestSecretOutsideAllowedNamespacesIsNotRead(t *testing.T) {
 	}
 	if e := nextEvent(rec); !strings.Contains(e, "Warning") || !strings.Contains(e, v1alpha1.ReasonSecretNamespaceNotAllowed) {
 		t.Errorf("event %q, want a Warning %s", e, v1alpha1.ReasonSecretNamespaceNotAllowed)
+	}
+}
+
+// A refusal that is terminal (no retry) is retried all the same when its
+// status could not be written: the RemoteCluster must not go on showing
+// its previous state.
+func TestTerminalRefusalIsRetriedWhenItsStatusFails(t *testing.T) {
+	const name, other = "elsewhere-conflict", "team-c"
+	remoteCluster(t, name, name+"-kubeconfig", localcluster.DefaultSecretKey, env.Remotes[0].KubeConfig)
+	rc := read(t, name)
+	rc.Spec.KubeConfig.SecretRef.Namespace = other
+	if err := env.Client.Update(t.Context(), rc); err != nil {
+		t.Fatal(err)
+	}
+	r, _, _ := newReconciler(name)
+	base, err := client.NewWithWatch(env.Management.Config, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Client = interceptor.NewClient(base, interceptor.Funcs{
+		SubResourcePatch: func(context.Context, client.Client, string, client.Object, client.Patch, ...client.SubResourcePatchOption) error {
+			return apierrors.NewConflict(v1alpha1.GroupVersion.WithResource("remoteclusters").GroupResource(), name, errors.New("changed meanwhile"))
+		},
+	})
+	_, err = reconcileOnce(t, r, name)
+	if err == nil || errors.Is(err, reconcile.TerminalError(nil)) {
+		t.Fatalf("Reconcile = %v, want a retried (not terminal) error when the status was not written", err)
+	}
+	r.Client = env.Client
+	if _, err := reconcileOnce(t, r, name); !errors.Is(err, reconcile.TerminalError(nil)) {
+		t.Fatalf("Reconcile = %v, want the terminal refusal once its status is written", err)
+	}
+	if cond := condition(t, name, v1alpha1.ConditionConnected); cond.Reason != v1alpha1.ReasonSecretNamespaceNotAllowed {
+		t.Errorf("Connected = %s/%s", cond.Status, cond.Reason)
 	}
 }

@@ -70,6 +70,9 @@ func TestUnhealthyClusterIsReportedWithoutRemoteCalls(t *testing.T) {
 	if cond := condition(t, name, v1alpha1.ConditionConnected); cond.Status != metav1.ConditionFalse || cond.Reason != v1alpha1.ReasonUnreachable {
 		t.Errorf("Connected = %s/%s (%s), want False/%s", cond.Status, cond.Reason, cond.Message, v1alpha1.ReasonUnreachable)
 	}
+	if cond := condition(t, name, v1alpha1.ConditionInstalled); cond.Status != metav1.ConditionFalse || cond.Reason != v1alpha1.ReasonInstallPending {
+		t.Errorf("Installed = %s/%s (%s) after spec.install changed, want False/%s", cond.Status, cond.Reason, cond.Message, v1alpha1.ReasonInstallPending)
+	}
 	p.Heal()
 }
 

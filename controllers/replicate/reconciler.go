@@ -10,9 +10,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 
 	"github.com/clustershard/clustershard/api/v1alpha1"
 	"github.com/clustershard/clustershard/internal/metrics"
@@ -141,7 +144,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		// again) re-checks every source of the cluster; the recheck
 		// interval is the fallback.
 		msg := fmt.Sprintf("remote cluster %q is %s here; retrying when it runs", cluster, state)
-		return ctrl.Result{RequeueAfter: r.recheck()}, r.reportOnly(ctx, src, cluster, v1alpha1.ReasonClusterNotReady, msg)
+		if err := r.reportOnly(ctx, src, cluster, v1alpha1.ReasonClusterNotReady, msg); err != nil {
+			return ctrl.Result{}, err
+		}
+		// Jittered and at low priority: the fallback re-checks of many
+		// sources of one cluster do not come back at once, ahead of users'
+		// changes.
+		return ctrl.Result{RequeueAfter: wait.Jitter(r.recheck(), 0.2), Priority: ptr.To(handler.LowPriority)}, nil
 	}
 	desired := r.Kind.Copy(src, cluster, r.Identity)
 	nsKey := cluster + "/" + desired.GetNamespace()

@@ -231,8 +231,8 @@ func TestClusterNotRunningSaysClusterNotReady(t *testing.T) {
 	release(t, k, key)
 
 	res, err := reconcile(t, r, src)
-	if err != nil || res.RequeueAfter != replicate.DefaultRecheck {
-		t.Fatalf("Reconcile = %+v, %v; want no error (no backoff retries) and a re-check after %v", res, err, replicate.DefaultRecheck)
+	if err != nil || res.RequeueAfter < replicate.DefaultRecheck || res.RequeueAfter > replicate.DefaultRecheck*6/5 || res.Priority == nil || *res.Priority >= 0 {
+		t.Fatalf("Reconcile = %+v, %v; want no error (no backoff retries) and a low-priority re-check after about %v", res, err, replicate.DefaultRecheck)
 	}
 	cond, o := synced(t, k, key)
 	if msg, _ := cond["message"].(string); !strings.Contains(o.Message, "not spawned") && !strings.Contains(msg, "not spawned") {
