@@ -169,7 +169,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			// did not land must be written again, or the RemoteCluster would
 			// go on showing the state it had before.
 			if err != nil {
-				err = fmt.Errorf("update status: %w (after: %v)", perr, err)
+				err = fmt.Errorf("update status: %w (after: %s)", perr, err.Error()) // ensure's error is not wrapped: it may be terminal
 			} else {
 				err = fmt.Errorf("update status: %w", perr)
 			}
