@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"github.com/clustershard/clustershard/api/v1alpha1"
+	"github.com/clustershard/clustershard/internal/metrics"
 	"github.com/clustershard/clustershard/registry"
 )
 
@@ -45,7 +46,9 @@ func (n *Notifier) Subscribe() <-chan event.GenericEvent {
 }
 
 // Notify sends an event for cluster to every subscriber without blocking; a
-// full subscriber misses it and catches up on its periodic resync.
+// full subscriber misses it (counted in
+// clustershard_cluster_events_dropped_total) and catches up on its periodic
+// resync or re-check.
 func (n *Notifier) Notify(cluster string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -53,6 +56,7 @@ func (n *Notifier) Notify(cluster string) {
 		select {
 		case ch <- event.GenericEvent{Object: &v1alpha1.RemoteCluster{ObjectMeta: metav1.ObjectMeta{Name: cluster}}}:
 		default:
+			metrics.ClusterEventsDropped.Inc()
 		}
 	}
 }

@@ -7,7 +7,9 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/clustershard/clustershard/internal/metrics"
 	"github.com/clustershard/clustershard/registry"
 	"github.com/clustershard/clustershard/replica"
 )
@@ -61,5 +63,22 @@ func TestNotifierStopsThenForgets(t *testing.T) {
 	}
 	if runningWhenForgotten[0] {
 		t.Error("the period was forgotten while its manager was still registered")
+	}
+}
+
+// A subscriber whose buffer is full misses events without blocking the
+// sender, and every miss is counted.
+func TestNotifierCountsDroppedEvents(t *testing.T) {
+	n := &replica.Notifier{}
+	ch := n.Subscribe()
+	before := testutil.ToFloat64(metrics.ClusterEventsDropped)
+	for range cap(ch) + 3 {
+		n.Notify("busy")
+	}
+	if got := testutil.ToFloat64(metrics.ClusterEventsDropped) - before; got != 3 {
+		t.Errorf("%v events counted as dropped, want 3", got)
+	}
+	if len(ch) != cap(ch) {
+		t.Errorf("%d events buffered, want %d", len(ch), cap(ch))
 	}
 }

@@ -114,6 +114,12 @@ var (
 		Name: "clustershard_remote_probe_failures_total",
 		Help: "Failed /version probes of remote API servers.",
 	})
+	// ClusterEventsDropped counts cluster events a controller's full
+	// event buffer missed.
+	ClusterEventsDropped = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "clustershard_cluster_events_dropped_total",
+		Help: "Cluster events (acquired, lost, a remote manager's state change) a controller missed because its buffer was full; the sources of those clusters are re-checked at --recheck-interval instead of at once.",
+	})
 )
 
 // Lease transition events, the values of LeaseTransitions' label.
@@ -142,6 +148,7 @@ func Collectors() []prometheus.Collector {
 		RingMembers, OwnedClusters, Clusters, UnownedClusters, Fenced, MembershipRenewFailures, LeaseTransitions,
 		OwnershipWrites, HandoverDuration, SpawnStepDuration, UnmanagedDuration, RemoteManagers, RemoteProbeDuration, RemoteProbeFailures,
 		ReplicatedObjects, ReplicationLag, ReplicationErrors, HelmOperations, RemoteWritesInDoubt, RemoteUnfenced,
+		ClusterEventsDropped,
 	}
 }
 

@@ -15,6 +15,7 @@ var (
 		"clustershard_membership_renew_failures_total", "clustershard_cluster_lease_transitions_total",
 		"clustershard_ownership_writes_total", "clustershard_remote_probe_failures_total",
 		"clustershard_replication_errors_total", "clustershard_helm_operations_total", "clustershard_remote_writes_in_doubt_total",
+		"clustershard_cluster_events_dropped_total",
 	}
 	histograms = []string{
 		"clustershard_handover_duration_seconds", "clustershard_cluster_unmanaged_duration_seconds",
