@@ -7,12 +7,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/kustomize/api/krusty"
-	"sigs.k8s.io/kustomize/kyaml/filesys"
-	"sigs.k8s.io/yaml"
 
+	"github.com/clustershard/clustershard/internal/test/manifests"
 	"github.com/clustershard/clustershard/internal/test/testenv"
 )
 
@@ -26,21 +23,12 @@ func TestMain(m *testing.M) {
 // API server (server-side apply, dry run), so invalid manifests fail here.
 func TestKustomizeBaseAppliesWithDryRun(t *testing.T) {
 	ctx := t.Context()
-	k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
-	res, err := k.Run(filesys.MakeFsOnDisk(), "default")
+	objs, err := manifests.Kustomize("default")
 	if err != nil {
 		t.Fatalf("kustomize build deploy/default: %v", err)
 	}
 	kinds := map[string]int{}
-	for _, r := range res.Resources() {
-		data, err := r.AsYAML()
-		if err != nil {
-			t.Fatal(err)
-		}
-		u := &unstructured.Unstructured{}
-		if err := yaml.Unmarshal(data, &u.Object); err != nil {
-			t.Fatal(err)
-		}
+	for _, u := range objs {
 		kinds[u.GetKind()]++
 		if u.GetKind() == "Namespace" {
 			// Dry run creates nothing: the namespace must exist for the rest.
@@ -49,7 +37,7 @@ func TestKustomizeBaseAppliesWithDryRun(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		err = env.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.DryRunAll, client.FieldOwner("manifest-test"), client.ForceOwnership)
+		err := env.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.DryRunAll, client.FieldOwner("manifest-test"), client.ForceOwnership)
 		if err != nil {
 			t.Errorf("%s %s/%s rejected: %v", u.GetKind(), u.GetNamespace(), u.GetName(), err)
 		}

@@ -2,20 +2,18 @@ package deploy_test
 
 import (
 	"context"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/clustershard/clustershard/api/v1alpha1"
+	"github.com/clustershard/clustershard/internal/test/manifests"
 )
 
 // The example policy restricting who writes RemoteClusters, applied to a
@@ -24,17 +22,11 @@ import (
 // clustershard's ServiceAccount are admitted.
 func TestRestrictRemoteClustersPolicy(t *testing.T) {
 	ctx := t.Context()
-	f, err := os.Open("examples/restrict-remoteclusters.yaml")
+	objs, err := manifests.File("examples/restrict-remoteclusters.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = f.Close() }()
-	dec := utilyaml.NewYAMLOrJSONDecoder(f, 4096)
-	for {
-		u := &unstructured.Unstructured{}
-		if err := dec.Decode(&u.Object); err != nil {
-			break
-		}
+	for _, u := range objs {
 		if err := env.Client.Create(ctx, u); err != nil {
 			t.Fatalf("create %s: %v", u.GetKind(), err)
 		}

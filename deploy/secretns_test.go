@@ -1,6 +1,7 @@
 package deploy_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -9,9 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/kustomize/api/krusty"
-	"sigs.k8s.io/kustomize/kyaml/filesys"
-	"sigs.k8s.io/yaml"
+
+	"github.com/clustershard/clustershard/internal/test/manifests"
 )
 
 // The kustomize example that allows kubeconfig Secrets in another namespace
@@ -26,32 +26,26 @@ func TestKubeConfigNamespacesExample(t *testing.T) {
 		}
 	}
 	for dir, want := range map[string][]string{"default": {"clustershard-system"}, "examples/kubeconfig-namespaces": {"clustershard-system", "team-a"}} {
-		res, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), dir)
+		objs, err := manifests.Kustomize(dir)
 		if err != nil {
 			t.Fatalf("kustomize build deploy/%s: %v", dir, err)
 		}
 		secretRoles := map[string]bool{}
-		var args string
-		for _, r := range res.Resources() {
-			data, err := r.AsYAML()
-			if err != nil {
-				t.Fatal(err)
-			}
-			u := &unstructured.Unstructured{}
-			if err := yaml.Unmarshal(data, &u.Object); err != nil {
-				t.Fatal(err)
-			}
+		var args []string
+		for _, u := range objs {
 			if err := env.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.DryRunAll, client.FieldOwner("manifest-test"), client.ForceOwnership); err != nil {
 				t.Errorf("%s: %s %s/%s rejected: %v", dir, u.GetKind(), u.GetNamespace(), u.GetName(), err)
 			}
-			grantsSecrets := strings.Contains(string(data), "- secrets")
 			switch {
-			case u.GetKind() == "ClusterRole" && grantsSecrets:
+			case u.GetKind() == "ClusterRole" && grantsSecrets(u):
 				t.Errorf("%s: ClusterRole %s grants Secrets", dir, u.GetName())
-			case u.GetKind() == "Role" && grantsSecrets:
+			case u.GetKind() == "Role" && grantsSecrets(u):
 				secretRoles[u.GetNamespace()] = true
 			case u.GetKind() == "StatefulSet":
-				args = string(data)
+				containers, _, _ := unstructured.NestedSlice(u.Object, "spec", "template", "spec", "containers")
+				if len(containers) > 0 {
+					args, _, _ = unstructured.NestedStringSlice(containers[0].(map[string]any), "args")
+				}
 			}
 		}
 		for _, ns := range want {
@@ -62,8 +56,21 @@ func TestKubeConfigNamespacesExample(t *testing.T) {
 		if len(secretRoles) != len(want) {
 			t.Errorf("%s: Roles with Secrets in %v, want %v", dir, secretRoles, want)
 		}
-		if len(want) > 1 && !strings.Contains(args, "--kubeconfig-secret-namespaces="+strings.Join(want, ",")) {
-			t.Errorf("%s: the replicas are not told the namespaces:\n%s", dir, args)
+		if len(want) > 1 && !slices.Contains(args, "--kubeconfig-secret-namespaces="+strings.Join(want, ",")) {
+			t.Errorf("%s: the replicas are not told the namespaces: %v", dir, args)
 		}
 	}
+}
+
+// grantsSecrets reports whether a Role or ClusterRole has a rule on Secrets.
+func grantsSecrets(role *unstructured.Unstructured) bool {
+	rules, _, _ := unstructured.NestedSlice(role.Object, "rules")
+	for _, r := range rules {
+		if m, ok := r.(map[string]any); ok {
+			if res, _, _ := unstructured.NestedStringSlice(m, "resources"); slices.Contains(res, "secrets") {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -1,7 +1,6 @@
 package replica_test
 
 import (
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -12,7 +11,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -20,6 +18,7 @@ import (
 
 	"github.com/clustershard/clustershard/api/v1alpha1"
 	"github.com/clustershard/clustershard/internal/test/localcluster"
+	"github.com/clustershard/clustershard/internal/test/manifests"
 )
 
 // applyShipped creates the objects of a file under deploy/remote in remote 1.
@@ -29,20 +28,11 @@ func applyShipped(t *testing.T, file string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := os.Open(filepath.Join(root, "deploy", "remote", file))
+	objs, err := manifests.File(filepath.Join(root, "deploy", "remote", file))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = f.Close() }()
-	dec := utilyaml.NewYAMLOrJSONDecoder(f, 4096)
-	for {
-		u := &unstructured.Unstructured{}
-		if err := dec.Decode(&u.Object); err != nil {
-			break
-		}
-		if len(u.Object) == 0 {
-			continue
-		}
+	for _, u := range objs {
 		if err := env.RemoteClients[1].Create(t.Context(), u); err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Fatalf("apply %s %s: %v", u.GetKind(), u.GetName(), err)
 		}

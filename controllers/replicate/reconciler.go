@@ -144,7 +144,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		// again) re-checks every source of the cluster; the recheck
 		// interval is the fallback.
 		msg := fmt.Sprintf("remote cluster %q is %s here; retrying when it runs", cluster, state)
-		if err := r.reportOnly(ctx, src, cluster, v1alpha1.ReasonClusterNotReady, msg); err != nil {
+		if err := r.record(ctx, src, cluster, false, v1alpha1.ReasonClusterNotReady, msg); err != nil {
 			return ctrl.Result{}, err
 		}
 		// Jittered and at low priority: the fallback re-checks of many

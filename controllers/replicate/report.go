@@ -33,35 +33,27 @@ func syncFailureReason(err error) string {
 	}
 }
 
-// report sets RemoteSynced (under ownership) and, on failure, emits a
-// Warning event and returns an error so the workqueue backs off.
+// report sets RemoteSynced (under ownership) and, on failure, returns an
+// error so the workqueue backs off (see record).
 func (r *Reconciler) report(ctx context.Context, src *unstructured.Unstructured, cluster string, ok bool, reason, msg string) error {
+	err := r.record(ctx, src, cluster, ok, reason, msg)
+	if ok {
+		return err
+	}
+	return errors.Join(errors.New(msg), err)
+}
+
+// record sets RemoteSynced (under ownership), with a Warning event when a
+// failure changed it, and returns only an error of that write: a caller that
+// retries on its own terms (not with the workqueue's backoff) returns it.
+func (r *Reconciler) record(ctx context.Context, src *unstructured.Unstructured, cluster string, ok bool, reason, msg string) error {
 	var wrote bool
 	err := r.Ownership.WithOwnership(cluster, func() error {
 		var err error
 		wrote, err = remotecopy.SetRemoteSynced(ctx, r.Client, r.Kind, src, ok, reason, msg)
 		return err
 	})
-	if ok {
-		return err
-	}
-	if wrote {
-		r.event(src, corev1.EventTypeWarning, reason, msg)
-	}
-	return errors.Join(errors.New(msg), err)
-}
-
-// reportOnly sets RemoteSynced False (under ownership) with a Warning event
-// when it changed, and returns only an error of that write: the caller
-// retries on its own terms, not with the workqueue's backoff.
-func (r *Reconciler) reportOnly(ctx context.Context, src *unstructured.Unstructured, cluster, reason, msg string) error {
-	var wrote bool
-	err := r.Ownership.WithOwnership(cluster, func() error {
-		var err error
-		wrote, err = remotecopy.SetRemoteSynced(ctx, r.Client, r.Kind, src, false, reason, msg)
-		return err
-	})
-	if wrote {
+	if wrote && !ok {
 		r.event(src, corev1.EventTypeWarning, reason, msg)
 	}
 	return err

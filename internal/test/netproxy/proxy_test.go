@@ -117,6 +117,21 @@ func TestProxyHold(t *testing.T) {
 // and a proxy in front of it.
 func echo(t *testing.T) *Proxy {
 	t.Helper()
+	return lineServer(t, func(c net.Conn, line []byte) { _, _ = c.Write(append(line, '\n')) })
+}
+
+// sink starts a server that sends every line any connection writes to it
+// on the returned channel, and a proxy in front of it.
+func sink(t *testing.T) (*Proxy, <-chan string) {
+	t.Helper()
+	got := make(chan string, 4)
+	return lineServer(t, func(_ net.Conn, line []byte) { got <- string(line) }), got
+}
+
+// lineServer starts a server that calls handle with every line a
+// connection sends, and a proxy in front of it.
+func lineServer(t *testing.T, handle func(c net.Conn, line []byte)) *Proxy {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -132,7 +147,7 @@ func echo(t *testing.T) *Proxy {
 				defer func() { _ = c.Close() }()
 				sc := bufio.NewScanner(c)
 				for sc.Scan() {
-					_, _ = c.Write(append(sc.Bytes(), '\n'))
+					handle(c, sc.Bytes())
 				}
 			}()
 		}
@@ -143,39 +158,6 @@ func echo(t *testing.T) *Proxy {
 	}
 	t.Cleanup(func() { _ = p.Close() })
 	return p
-}
-
-// sink starts a server that sends every line any connection writes to it
-// on the returned channel, and a proxy in front of it.
-func sink(t *testing.T) (*Proxy, <-chan string) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ln.Close() })
-	got := make(chan string, 4)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer func() { _ = c.Close() }()
-				sc := bufio.NewScanner(c)
-				for sc.Scan() {
-					got <- sc.Text()
-				}
-			}()
-		}
-	}()
-	p, err := New(ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.Close() })
-	return p, got
 }
 
 // send dials p (or reuses c) and writes line.
