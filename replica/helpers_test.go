@@ -156,10 +156,15 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func() bo
 
 func waitReady(t *testing.T, name string, timeout time.Duration) {
 	t.Helper()
-	eventually(t, timeout, name+" Ready", func() bool {
+	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
 		c := condition(t, name, v1alpha1.ConditionReady)
-		return c != nil && c.Status == metav1.ConditionTrue
+		return c != nil && c.Status == metav1.ConditionTrue, nil
 	})
+	if err != nil {
+		var rc v1alpha1.RemoteCluster
+		_ = env.Client.Get(context.Background(), client.ObjectKey{Name: name}, &rc)
+		t.Fatalf("timed out after %v waiting for %s Ready; its conditions: %+v", timeout, name, rc.Status.Conditions)
+	}
 }
 
 func ensureNamespace(t *testing.T, c client.Client, ns string) {
