@@ -58,6 +58,9 @@ func TestSmokeRun(t *testing.T) {
 	if len(res.Balance) != 2 || res.Balance[1].Mode != "live" || res.Balance[1].MovedOut == 0 || res.Balance[1].MovedIn == 0 {
 		t.Errorf("balance: %+v", res.Balance)
 	}
+	if len(res.BalanceSweep) != 2 || res.BalanceSweep[0].OverBound != 0 || res.BalanceSweep[0].Sizes == 0 {
+		t.Errorf("balance sweep: %+v", res.BalanceSweep)
+	}
 	if m := res.Memory; m == nil || len(m.Points) != 2 || m.Points[0].RSSMiB <= 0 || m.ColdAllOwned <= 0 || len(m.ColdStartRSSMiB) != 3 {
 		t.Errorf("memory: %+v", res.Memory)
 	} else if to := m.TakeOver; to == nil || to.Moved == 0 || len(to.PeakMiB) != 2 || to.PeakRatio < 1 {

@@ -125,6 +125,18 @@ func Markdown(r *Results, plots map[string]string, jsonFile string) string {
 			x.MovedIn, x.IdealIn, verdict(float64(x.MovedIn) <= targetMovedOverIdl*x.IdealIn))
 	}
 	p("")
+	if len(r.BalanceSweep) > 0 {
+		p("Every fleet size: M in 1..2,000 (every M to 200, then every 37th) and R in 1..10, computed. The bound is ceil(M/R)+1 clusters per replica; moves are a join (R → R+1) and a leave (the middle replica of R+1) against the ideal (the joiner's fair share, the leaver's own clusters). `baseline` is the ring used before (consistent hashing, 256 virtual nodes, bounded loads 1.25), computed in the same run.")
+		p("")
+		p("| ring | sizes | over the bound (worst) | moved/ideal: total | median | p95 | max | max at M ≥ 1,000 | 30 on 3 | 45 on 4 | ms per assignment, M=2,000 R=10 |")
+		p("|---|---|---|---|---|---|---|---|---|---|---|")
+		for _, x := range r.BalanceSweep {
+			p("| %s | %d | %d (+%d) | %.3f | %.3f | %.3f | %.3f | %.3f | %v | %v | %.2f |", x.Ring, x.Sizes, x.OverBound, x.WorstExcess,
+				x.MovedOverIdealTotal, x.MovedOverIdealMedian, x.MovedOverIdealP95, x.MovedOverIdealMax, x.LargeMovedMax,
+				x.Examples["M=30 R=3"], x.Examples["M=45 R=4"], x.AssignMs)
+		}
+		p("")
+	}
 	img("balance")
 
 	if m := r.Memory; m != nil {

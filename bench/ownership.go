@@ -186,7 +186,7 @@ func liveBalance(ctx context.Context, cfg *rest.Config, c client.Client, r, m in
 	return res, nil
 }
 
-// ringBalance simulates the ring (the production options) for r replicas.
+// ringBalance computes the ring (the production options) for r replicas.
 func ringBalance(r, m int) (Balance, error) {
 	res := Balance{Mode: "ring", Clusters: m, Replicas: r,
 		IdealOut: float64(m) / float64(r+1), IdealIn: float64(m) / float64(r)}
@@ -199,7 +199,7 @@ func ringBalance(r, m int) (Balance, error) {
 		return out
 	}
 	assign := func(n int) (map[string]string, error) {
-		ring, err := shard.NewRing(members(n), shard.RingOptions{LoadFactor: 1.25})
+		ring, err := shard.NewRing(members(n), shard.RingOptions{})
 		if err != nil {
 			return nil, err
 		}

@@ -15,11 +15,14 @@ type Results struct {
 	Machine  Machine   `json:"machine"`
 	Duration string    `json:"duration"`
 
-	WriteCost   []WriteCost  `json:"writeCost"`
-	Handover    []Handover   `json:"handover"`
-	Balance     []Balance    `json:"balance"`
-	Memory      *Memory      `json:"memory,omitempty"`
-	Replication *Replication `json:"replication,omitempty"`
+	WriteCost []WriteCost `json:"writeCost"`
+	Handover  []Handover  `json:"handover"`
+	Balance   []Balance   `json:"balance"`
+	// BalanceSweep is scenario 3's sweep over every fleet size, for the ring
+	// and for the baseline ring it replaced.
+	BalanceSweep []BalanceSweep `json:"balanceSweep,omitempty"`
+	Memory       *Memory        `json:"memory,omitempty"`
+	Replication  *Replication   `json:"replication,omitempty"`
 	// LatencyReplication is scenario 5 with every remote API server
 	// behind a loopback proxy adding a WAN's round trip.
 	LatencyReplication *Replication `json:"latencyReplication,omitempty"`
@@ -45,7 +48,7 @@ func (r *Results) Merge(o *Results, scenarios []string, why string) {
 		case "handover":
 			r.Handover = o.Handover
 		case "balance":
-			r.Balance = o.Balance
+			r.Balance, r.BalanceSweep = o.Balance, o.BalanceSweep
 		case "memory":
 			r.Memory = o.Memory
 		case "replication":

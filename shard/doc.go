@@ -14,8 +14,9 @@
 // Lease is gone. The live members are the membership Leases not expired by
 // locally observed time (observer.go).
 //
-// Assignment. A consistent-hash ring over the live members that are not
-// leaving (ring.go: 64-bit hash, virtual nodes, bounded loads) maps each
+// Assignment. A ring over the live members that are neither leaving nor
+// cordoned (ring.go: rendezvous hashing with bounded loads, as a stable
+// matching, honouring each cluster's placement) maps each
 // RemoteCluster name to one replica; every replica computes the same answer
 // from the same members. A joining replica is a member only once it is
 // ready.

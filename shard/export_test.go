@@ -1,5 +1,7 @@
 package shard
 
+import "github.com/cespare/xxhash/v2"
+
 // Pause blocks this replica's membership renewals, as a frozen process would
 // look to the API server; the returned function resumes them.
 func (c *Coordinator) Pause() (resume func()) {
@@ -21,4 +23,15 @@ func (c *Coordinator) Pause() (resume func()) {
 func (c *Coordinator) Crash() (cleanup func()) {
 	c.crashed.Store(true)
 	return c.Pause()
+}
+
+// Score is the rendezvous score of name for member, or 0 when member is not
+// on the ring.
+func (r *Ring) Score(name, member string) uint64 {
+	for i, m := range r.members {
+		if m == member {
+			return r.score(xxhash.Sum64String(name), i)
+		}
+	}
+	return 0
 }

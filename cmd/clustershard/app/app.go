@@ -123,7 +123,7 @@ func (o *options) run(ctx context.Context) error {
 		Shard: shard.Options{
 			LeaseDuration: o.leaseDuration, RenewDeadline: o.renewDeadline, RetryPeriod: o.retryPeriod,
 			StopTimeout: o.stopTimeout, MovesPerSecond: o.movesPerSecond, CatchUpTimeout: o.catchUpTimeout,
-			Ring:    shard.RingOptions{VNodes: o.ringVNodes, LoadFactor: o.ringLoadFactor},
+			Ring:    shard.RingOptions{LoadFactor: o.ringLoadFactor},
 			Journal: journal,
 		},
 		ProbeInterval: o.probeInterval, ProbeTimeout: o.probeTimeout, ProbeFailureThreshold: o.probeFailures,

@@ -95,8 +95,9 @@ func (o *options) addRun(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.cleanupTimeout, "cleanup-timeout", d.CleanupTimeout, "How long a deleted RemoteCluster with cleanupPolicy Delete retries its remote cleanup before it is let go without it (a CleanupAbandoned event names what was left).")
 	fs.Float64Var(&o.movesPerSecond, "moves-per-second", d.Shard.MovesPerSecond, "Rate limit of hand-overs while rebalancing.")
 	fs.DurationVar(&o.catchUpTimeout, "catch-up-timeout", 0, "How long a joining replica stays not ready until it holds every cluster the ring assigns to it, so a rollout waits for it (0: twice --lease-duration).")
-	fs.IntVar(&o.ringVNodes, "ring-vnodes", 256, "Virtual nodes per replica on the ring.")
-	fs.Float64Var(&o.ringLoadFactor, "ring-load-factor", 1.25, "Bounded-load factor (> 1), or 0 for plain consistent hashing.")
+	fs.IntVar(&o.ringVNodes, "ring-vnodes", 256, "Ignored: the ring is rendezvous hashing, which has no virtual nodes.")
+	_ = fs.MarkDeprecated("ring-vnodes", "the ring is rendezvous hashing and has no virtual nodes; the flag is ignored")
+	fs.Float64Var(&o.ringLoadFactor, "ring-load-factor", 0, "Loosens the ring's load bound: 0 gives each replica at most ceil(M/R)+1 of M clusters over R replicas; a factor F > 1 allows up to ceil(F*M/R), moving fewer clusters when replicas come and go.")
 	fs.Float32Var(&o.clientQPS, "remote-qps", d.KubeConfig.QPS, "QPS of each remote cluster's client.")
 	fs.IntVar(&o.clientBurst, "remote-burst", d.KubeConfig.Burst, "Burst of each remote cluster's client.")
 	fs.DurationVar(&o.remoteTimeout, "remote-timeout", d.KubeConfig.Timeout, "Timeout of each remote request.")
@@ -171,8 +172,8 @@ func (o *options) validateRun() error {
 	if o.ringLoadFactor != 0 && o.ringLoadFactor <= 1 {
 		errs = append(errs, fmt.Errorf("--ring-load-factor %v must be 0 or greater than 1", o.ringLoadFactor))
 	}
-	if o.ringVNodes <= 0 || o.movesPerSecond <= 0 || o.clientQPS <= 0 || o.clientBurst <= 0 || o.probeFailures <= 0 || o.rcWorkers <= 0 || o.replWorkers <= 0 {
-		errs = append(errs, errors.New("--ring-vnodes, --moves-per-second, --remote-qps, --remote-burst, --probe-failures, --remotecluster-workers and --replicate-workers must be positive"))
+	if o.movesPerSecond <= 0 || o.clientQPS <= 0 || o.clientBurst <= 0 || o.probeFailures <= 0 || o.rcWorkers <= 0 || o.replWorkers <= 0 {
+		errs = append(errs, errors.New("--moves-per-second, --remote-qps, --remote-burst, --probe-failures, --remotecluster-workers and --replicate-workers must be positive"))
 	}
 	for _, f := range []struct {
 		name string
