@@ -168,6 +168,7 @@ func (c *Coordinator) free(ctx context.Context, name string, l *coordinationv1.L
 // clusters at once: it only reads the step's observer and wanted map.
 func (c *Coordinator) acquire(ctx context.Context, name string, l *coordinationv1.Lease, epoch uint64, assigned time.Time, live map[string]bool) error {
 	unmanagedSince, expired := c.unmanagedSince(l, assigned, live)
+	tr := c.transferFrom(name, l)
 	replaced := ""
 	if l != nil {
 		replaced = l.ResourceVersion
@@ -226,7 +227,7 @@ func (c *Coordinator) acquire(ctx context.Context, name string, l *coordinationv
 		st = old
 		st.phase, st.epoch, st.since = phaseOwned, epoch, c.o.Clock.Now()
 	}
-	st.assigned, st.unmanagedSince, st.replaced, st.sent = assigned, unmanagedSince, replaced, now.Time
+	st.assigned, st.unmanagedSince, st.replaced, st.sent, st.transfer = assigned, unmanagedSince, replaced, now.Time, tr
 	c.clusters[name] = st
 	c.mu.Unlock()
 	c.log.Info("Cluster acquired", "cluster", name, "fromExpiredHolder", expired)

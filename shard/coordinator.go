@@ -41,6 +41,9 @@ type cluster struct {
 	// which was sent at sent.
 	replaced string
 	sent     time.Time
+	// transfer is the change of owner the acquisition made, reported once
+	// the manager first runs (nil for a re-acquisition by this process).
+	transfer *Transfer
 }
 
 // Coordinator is the shard coordinator of one replica: it holds the
@@ -63,6 +66,7 @@ type Coordinator struct {
 	leaving  bool
 	view     View
 	ring     *Ring
+	notes    map[string]string // the last plan's placement notes
 	ready    atomic.Bool // a first pass was made
 	caughtUp atomic.Bool // every assigned cluster acquired once (or CatchUpTimeout passed)
 	crashed  atomic.Bool // test hook: behave as a dead process

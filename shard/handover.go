@@ -43,11 +43,21 @@ func (c *Coordinator) ManagerRunning(name string) {
 	c.mu.Lock()
 	st := c.clusters[name]
 	var assigned, unmanaged time.Time
+	var tr *Transfer
 	if st != nil && st.phase == phaseOwned {
-		assigned, unmanaged = st.assigned, st.unmanagedSince
-		st.assigned, st.unmanagedSince = time.Time{}, time.Time{}
+		assigned, unmanaged, tr = st.assigned, st.unmanagedSince, st.transfer
+		st.assigned, st.unmanagedSince, st.transfer = time.Time{}, time.Time{}, nil
 	}
 	c.mu.Unlock()
+	if tr != nil {
+		if !unmanaged.IsZero() {
+			tr.WithoutManager = max(c.o.Clock.Since(unmanaged), 0)
+		}
+		metrics.Transfers.WithLabelValues(tr.Reason).Inc()
+		if c.o.Transferred != nil {
+			c.o.Transferred(*tr)
+		}
+	}
 	if assigned.IsZero() && unmanaged.IsZero() {
 		return
 	}
@@ -101,10 +111,10 @@ func (c *Coordinator) stop(ctx context.Context, name string, st *cluster) error 
 
 // handOver applies rule 3: stop (bounded), then release the Lease, or leave
 // it abandoned to expire when the stop timed out.
-func (c *Coordinator) handOver(ctx context.Context, name string, deleted bool) <-chan struct{} {
+func (c *Coordinator) handOver(ctx context.Context, name string, deleted bool, reason string) <-chan struct{} {
 	finished := make(chan struct{})
 	if brokenHandOver && c.Owns(name) {
-		c.releaseLease(ctx, name, false, deleted) // release before stop: wrong on purpose
+		c.releaseLease(ctx, name, false, deleted, reason) // release before stop: wrong on purpose
 		time.Sleep(time.Second)
 	}
 	st := c.setPhase(name, phaseOwned, phaseReleasing)
@@ -113,7 +123,7 @@ func (c *Coordinator) handOver(ctx context.Context, name string, deleted bool) <
 		return finished
 	}
 	c.o.journal(c.o.Clock.Now(), JournalReleasing, name) // no new write starts after this
-	c.log.Info("Handing cluster over", "cluster", name)
+	c.log.Info("Handing cluster over", "cluster", name, "reason", reason)
 	go func() {
 		defer close(finished)
 		sctx, cancel := c.stopBudget(ctx)
@@ -135,10 +145,10 @@ func (c *Coordinator) handOver(ctx context.Context, name string, deleted bool) <
 		defer wcancel()
 		if err != nil {
 			c.log.Error(err, "Leaving the Lease to expire instead of releasing it", "cluster", name)
-			c.releaseLease(wctx, name, true, false)
+			c.releaseLease(wctx, name, true, false, reason)
 			metrics.LeaseTransitions.WithLabelValues(metrics.LeaseAbandoned).Inc()
 		} else {
-			c.releaseLease(wctx, name, false, deleted)
+			c.releaseLease(wctx, name, false, deleted, reason)
 			metrics.LeaseTransitions.WithLabelValues(metrics.LeaseReleased).Inc()
 		}
 		c.done(name, st)
@@ -147,8 +157,9 @@ func (c *Coordinator) handOver(ctx context.Context, name string, deleted bool) <
 }
 
 // releaseLease writes the Lease free (holder cleared), abandoned, or deletes
-// it for a deleted cluster; only if it is still ours.
-func (c *Coordinator) releaseLease(ctx context.Context, name string, abandon, remove bool) {
+// it for a deleted cluster; only if it is still ours. reason (a
+// TransferReason) tells the next holder why.
+func (c *Coordinator) releaseLease(ctx context.Context, name string, abandon, remove bool, reason string) {
 	var l coordinationv1.Lease
 	if err := c.o.Client.Get(ctx, types.NamespacedName{Namespace: c.o.Namespace, Name: ClusterLeaseName(name)}, &l); err != nil {
 		return
@@ -166,6 +177,7 @@ func (c *Coordinator) releaseLease(ctx context.Context, name string, abandon, re
 			l.Annotations = map[string]string{}
 		}
 		l.Annotations[v1alpha1.AbandonedAnnotation] = "true"
+		l.Annotations[v1alpha1.HandoverReasonAnnotation] = reason
 		err = c.o.Client.Update(ctx, &l)
 		c.countWrite("update", "cluster")
 	default:
@@ -176,6 +188,7 @@ func (c *Coordinator) releaseLease(ctx context.Context, name string, abandon, re
 		}
 		delete(l.Annotations, v1alpha1.IncarnationAnnotation)
 		l.Annotations[v1alpha1.ReleasedByAnnotation] = c.o.self
+		l.Annotations[v1alpha1.HandoverReasonAnnotation] = reason
 		err = c.o.Client.Update(ctx, &l)
 		c.countWrite("update", "cluster")
 	}

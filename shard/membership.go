@@ -33,6 +33,9 @@ type membership struct {
 	epoch      uint64
 	since      time.Time // start of the current epoch
 
+	// pub is what the next renewal publishes in the Lease's labels.
+	pub publication
+
 	// pause, when set by tests, blocks the renew path inside the lock: a
 	// frozen replica as seen by the API server.
 	pauseMu sync.Mutex
@@ -45,6 +48,26 @@ func (m *membership) valid() (time.Time, uint64, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.validUntil, m.epoch, m.o.Clock.Now().Before(m.validUntil)
+}
+
+// publish sets what the next renewals write into the membership Lease's
+// labels: the hash of the ring last computed and how many clusters are
+// tracked. It costs no write of its own.
+func (m *membership) publish(ring string, tracked int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.pub = publication{ring: ring, tracked: tracked}
+}
+
+// labels returns the membership Lease's labels for the next write.
+func (m *membership) labels() map[string]string {
+	m.mu.Lock()
+	l := m.pub.labels()
+	m.mu.Unlock()
+	l[v1alpha1.LeaseRoleLabel] = "member"
+	l[v1alpha1.LeaseDurationLabel] = m.o.LeaseDuration.String()
+	l[v1alpha1.RenewDeadlineLabel] = m.o.RenewDeadline.String()
+	return l
 }
 
 // renewed records a successful renewal sent at sent, now that its answer
@@ -82,19 +105,13 @@ func (m *membership) lost() {
 // On return the Lease is released.
 func (m *membership) run(ctx context.Context) {
 	for ctx.Err() == nil {
-		lock := &recordingLock{
-			Interface: &resourcelock.LeaseLock{
-				LeaseMeta:  leaseMeta(m.o.Namespace, MemberLeaseName(m.o.Identity)),
-				Client:     m.o.Kube.CoordinationV1(),
-				LockConfig: resourcelock.ResourceLockConfig{Identity: m.o.self},
-				Labels: map[string]string{
-					v1alpha1.LeaseRoleLabel:     "member",
-					v1alpha1.LeaseDurationLabel: m.o.LeaseDuration.String(),
-					v1alpha1.RenewDeadlineLabel: m.o.RenewDeadline.String(),
-				},
-			},
-			m: m,
+		lease := &resourcelock.LeaseLock{
+			LeaseMeta:  leaseMeta(m.o.Namespace, MemberLeaseName(m.o.Identity)),
+			Client:     m.o.Kube.CoordinationV1(),
+			LockConfig: resourcelock.ResourceLockConfig{Identity: m.o.self},
+			Labels:     m.labels(),
 		}
+		lock := &recordingLock{Interface: lease, lease: lease, m: m}
 		le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 			Lock:            lock,
 			LeaseDuration:   m.o.LeaseDuration,
@@ -123,10 +140,13 @@ func (m *membership) run(ctx context.Context) {
 }
 
 // recordingLock wraps the membership LeaseLock: it records when each
-// successful write was sent and counts the writes.
+// successful write was sent, counts the writes and sets the labels each
+// write publishes (only the elector's goroutine writes, so lease.Labels
+// needs no lock).
 type recordingLock struct {
 	resourcelock.Interface
-	m *membership
+	lease *resourcelock.LeaseLock
+	m     *membership
 }
 
 func (l *recordingLock) waitIfPaused() {
@@ -141,6 +161,7 @@ func (l *recordingLock) waitIfPaused() {
 // Create records a created membership Lease as a renewal.
 func (l *recordingLock) Create(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
 	l.waitIfPaused()
+	l.lease.Labels = l.m.labels()
 	sent := l.m.o.Clock.Now()
 	err := l.Interface.Create(ctx, ler)
 	l.m.writes("create")
@@ -153,6 +174,7 @@ func (l *recordingLock) Create(ctx context.Context, ler resourcelock.LeaderElect
 // Update records a renewed membership Lease.
 func (l *recordingLock) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
 	l.waitIfPaused()
+	l.lease.Labels = l.m.labels()
 	sent := l.m.o.Clock.Now()
 	err := l.Interface.Update(ctx, ler)
 	l.m.writes("update")

@@ -167,9 +167,10 @@ func (o *observer) changedWithin(name string, now time.Time, d time.Duration) bo
 // members returns the live holders (HolderIdentity: one process of a
 // replica) from the membership Leases: each Lease's holder, when it is a
 // process of the replica the Lease is named after and the Lease changed
-// within the lease duration. leaving are live but handing over.
-func (o *observer) members(leases []coordinationv1.Lease, now time.Time) (live map[string]bool, leaving map[string]bool) {
-	live, leaving = map[string]bool{}, map[string]bool{}
+// within the lease duration. leaving are live but handing over; cordoned
+// live but kept out of the ring by CordonedAnnotation.
+func (o *observer) members(leases []coordinationv1.Lease, now time.Time) (live, leaving, cordoned map[string]bool) {
+	live, leaving, cordoned = map[string]bool{}, map[string]bool{}, map[string]bool{}
 	for i := range leases {
 		l := &leases[i]
 		changed := o.observe(l, now)
@@ -184,8 +185,11 @@ func (o *observer) members(leases []coordinationv1.Lease, now time.Time) (live m
 		if l.Annotations[v1alpha1.LeavingAnnotation] == "true" {
 			leaving[holder] = true
 		}
+		if _, ok := l.Annotations[v1alpha1.CordonedAnnotation]; ok {
+			cordoned[holder] = true
+		}
 	}
-	return live, leaving
+	return live, leaving, cordoned
 }
 
 // noteTimings logs, once per change, every membership Lease whose holder

@@ -34,8 +34,14 @@ type Options struct {
 	Kube kubernetes.Interface
 	// Clusters lists the names of the RemoteClusters to shard.
 	Clusters func() ([]string, error)
+	// Placements returns the RemoteClusters' placement constraints by name
+	// (spec.placement); nil: none.
+	Placements func() (map[string]Placement, error)
 	// Handler is told about acquired and lost clusters.
 	Handler Handler
+	// Transferred, when set, is told of every change of owner this replica
+	// makes, once the new manager first runs (the replica records an Event).
+	Transferred func(Transfer)
 	// Logger is the parent logger; it should name the replica (the binary
 	// adds replica=<identity> to every line), the coordinator adds nothing.
 	Logger logr.Logger

@@ -40,7 +40,7 @@ func (c *Coordinator) shutdown(ctx context.Context) error {
 	c.log.Info("Shutting down: handing every cluster over", "clusters", len(owned))
 	var waits []<-chan struct{}
 	for _, n := range owned {
-		waits = append(waits, c.handOver(ctx, n, false))
+		waits = append(waits, c.handOver(ctx, n, false, v1alpha1.TransferShutdown))
 	}
 	for _, w := range waits {
 		select {

@@ -27,27 +27,38 @@ type reading struct {
 	names  []string
 	exists map[string]bool
 	// live are the members not expired by locally observed time (holder
-	// identities); leaving those of them that announced they leave.
-	live, leaving map[string]bool
+	// identities); leaving those of them that announced they leave;
+	// cordoned those kept out of the ring (clustershard drain).
+	live, leaving, cordoned map[string]bool
+	// placements are the RemoteClusters' placement constraints.
+	placements map[string]Placement
 	// epoch and valid are this replica's membership epoch and whether its
 	// membership holds (rule 4); selfLeaving whether it is shutting down.
 	epoch       uint64
 	valid       bool
 	selfLeaving bool
+	// selfCordoned says whether this replica's membership Lease is cordoned.
+	selfCordoned bool
 }
 
-// active reports whether this replica counts on the ring in this pass.
+// active reports whether this replica counts as a member in this pass.
 func (o *reading) active() bool { return o.valid && !o.selfLeaving }
+
+// inRing reports whether this replica is on the ring in this pass: active
+// and not cordoned.
+func (o *reading) inRing() bool { return o.active() && !o.selfCordoned }
 
 // plan is what one pass decided from its reading.
 type plan struct {
-	// ring and assign are the ring over the active members and its
-	// assignment of every RemoteCluster.
-	ring   *Ring
-	assign map[string]string
+	// ring and assign are the ring over the active, uncordoned members and
+	// its assignment of every RemoteCluster; notes explain placements.
+	ring          *Ring
+	assign, notes map[string]string
 	// losses are held clusters whose Lease is gone or changed by someone
-	// else; handovers held clusters the ring moved away (or deleted).
+	// else; handovers held clusters the ring moved away (or deleted), and
+	// why (a TransferReason).
 	losses, handovers []string
+	why               map[string]string
 	// take says whether this pass may acquire: this replica is on the ring.
 	take bool
 }
@@ -114,11 +125,26 @@ func (c *Coordinator) observe(ctx context.Context) (*reading, bool) {
 	for _, n := range o.names {
 		o.exists[n] = true
 	}
-	o.live, o.leaving = c.obs.members(members, o.now)
+	if c.o.Placements != nil {
+		if o.placements, err = c.o.Placements(); err != nil {
+			c.log.Error(err, "Cannot read the RemoteClusters' placements")
+			return nil, false
+		}
+	}
+	o.live, o.leaving, o.cordoned = c.obs.members(members, o.now)
+	o.selfCordoned = o.cordoned[c.o.self]
+	if o.selfCordoned {
+		metrics.Cordoned.Set(1)
+	} else {
+		metrics.Cordoned.Set(0)
+	}
 	c.noteTimings(members)
-	view := View{Members: map[string]bool{}, Holders: map[string]Holding{}}
+	view := View{Members: map[string]bool{}, Holders: map[string]Holding{}, Cordoned: map[string]bool{}}
 	for m := range o.live {
-		view.Members[HolderName(m)] = !o.leaving[m]
+		view.Members[HolderName(m)] = !o.leaving[m] && !o.cordoned[m]
+		if o.cordoned[m] {
+			view.Cordoned[HolderName(m)] = true
+		}
 	}
 	c.obs.absent(leases, o.now)
 	for _, l := range leases {
@@ -143,7 +169,7 @@ func (c *Coordinator) observe(ctx context.Context) (*reading, bool) {
 	} else {
 		metrics.Fenced.Set(1)
 	}
-	metrics.UnownedClusters.Set(float64(c.unowned(o.names, leases, o.live, o.valid, o.now)))
+	metrics.UnownedClusters.Set(float64(c.unowned(o.names, leases, o.live, o.valid, o.now, noRing(o))))
 	return o, true
 }
 
@@ -153,11 +179,11 @@ func (c *Coordinator) observe(ctx context.Context) (*reading, bool) {
 func (c *Coordinator) plan(o *reading) (*plan, error) {
 	ringMembers := make([]string, 0, len(o.live)+1)
 	for m := range o.live {
-		if !o.leaving[m] && HolderName(m) != c.o.Identity {
+		if !o.leaving[m] && !o.cordoned[m] && HolderName(m) != c.o.Identity {
 			ringMembers = append(ringMembers, HolderName(m))
 		}
 	}
-	if o.active() {
+	if o.inRing() {
 		ringMembers = append(ringMembers, c.o.Identity)
 	}
 	metrics.RingMembers.Set(float64(len(ringMembers)))
@@ -165,9 +191,11 @@ func (c *Coordinator) plan(o *reading) (*plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &plan{ring: ring, assign: ring.Assign(o.names)}
+	p := &plan{ring: ring, why: map[string]string{}}
+	p.assign, p.notes = ring.Place(o.names, o.placements)
+	c.member.publish(RingHash(ring.Members()), c.tracked())
 	c.mu.Lock()
-	c.ring = ring
+	c.ring, c.notes = ring, p.notes
 	for n, st := range c.clusters {
 		if st.phase != phaseOwned {
 			continue
@@ -178,11 +206,41 @@ func (c *Coordinator) plan(o *reading) (*plan, error) {
 			p.losses = append(p.losses, n) // deleted or taken by hand: not ours any more
 		case !o.exists[n] || p.assign[n] != c.o.Identity:
 			p.handovers = append(p.handovers, n)
+			p.why[n] = handoverReason(o, n, p.assign[n])
 		}
 	}
 	c.mu.Unlock()
-	p.take = o.active()
+	p.take = o.inRing()
 	return p, nil
+}
+
+// noRing says why no replica is on the ring, when none is although some
+// are live: every live one is cordoned or leaving. "" otherwise.
+func noRing(o *reading) string {
+	if len(o.live) == 0 {
+		return ""
+	}
+	for m := range o.live {
+		if !o.leaving[m] && !o.cordoned[m] {
+			return ""
+		}
+	}
+	return "every live replica is cordoned or leaving, so none is on the ring (clustershard uncordon)"
+}
+
+// handoverReason says why the ring moves cluster n away from this replica,
+// to member to: this replica is cordoned, or the cluster's placement sends
+// it elsewhere, or the ring changed.
+func handoverReason(o *reading, n, to string) string {
+	pl := o.placements[n]
+	switch {
+	case o.selfCordoned:
+		return v1alpha1.TransferDrain
+	case pl.Pin != "" && pl.Pin == to, len(pl.Avoid) > 0:
+		return v1alpha1.TransferPin
+	default:
+		return v1alpha1.TransferRebalance
+	}
 }
 
 // apply acts on a plan: it re-joins if needed, fences what is no longer
@@ -202,7 +260,7 @@ func (c *Coordinator) apply(ctx context.Context, o *reading, p *plan) {
 	}
 	for _, n := range p.handovers {
 		if !o.exists[n] || c.limit.Allow() {
-			c.handOver(ctx, n, !o.exists[n])
+			c.handOver(ctx, n, !o.exists[n], p.why[n])
 		}
 	}
 	c.sweep(ctx, o.leases, p.assign, o.exists, o.active())

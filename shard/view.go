@@ -8,8 +8,11 @@ import (
 
 // View is what the coordinator saw on its last pass, for status and metrics.
 type View struct {
-	// Members are the live replicas; true for those in the ring (not leaving).
+	// Members are the live replicas; true for those in the ring (neither
+	// leaving nor cordoned).
 	Members map[string]bool
+	// Cordoned are the live replicas kept out of the ring by a cordon.
+	Cordoned map[string]bool
 	// Holders are the cluster Leases' holders, by cluster name.
 	Holders map[string]Holding
 	// Unowned are the clusters no replica may run a manager for.
@@ -72,7 +75,7 @@ func (c *Coordinator) Owned() []string {
 // renewed within the renew deadline, after which the holder has fenced
 // itself by rule 4 (its validity ends a renew deadline after its last
 // renewal was sent, which is before this replica saw it).
-func (c *Coordinator) unowned(names []string, leases map[string]*coordinationv1.Lease, live map[string]bool, selfValid bool, now time.Time) int {
+func (c *Coordinator) unowned(names []string, leases map[string]*coordinationv1.Lease, live map[string]bool, selfValid bool, now time.Time, noRing string) int {
 	seen := map[string]Unowned{}
 	for _, name := range names {
 		h := holderOf(leases[ClusterLeaseName(name)])
@@ -80,6 +83,9 @@ func (c *Coordinator) unowned(names []string, leases map[string]*coordinationv1.
 		switch {
 		case h == "":
 			why = "its Lease is free and no replica has acquired it"
+			if noRing != "" {
+				why += ": " + noRing
+			}
 			if err := c.acquireErr[name]; err != nil {
 				why += " (the last acquisition by " + c.o.Identity + " failed: " + err.Error() + ")"
 			}

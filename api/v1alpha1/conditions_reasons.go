@@ -140,3 +140,32 @@ const (
 	// ReasonKubeConfigExecNotAllowed: exec or auth-provider credentials while not allowed.
 	ReasonKubeConfigExecNotAllowed = "KubeConfigExecNotAllowed"
 )
+
+// Transfer reasons: why a cluster changed owner, in the transfer event its
+// new owner records and the clustershard_cluster_transfers_total metric.
+const (
+	// TransferRebalance: the ring moved the cluster (a replica joined or the
+	// fleet changed).
+	TransferRebalance = "Rebalance"
+	// TransferDrain: its owner was cordoned (clustershard drain).
+	TransferDrain = "Drain"
+	// TransferShutdown: its owner shut down gracefully.
+	TransferShutdown = "Shutdown"
+	// TransferPin: spec.placement pinned it to another replica (clustershard
+	// move), or its placement changed.
+	TransferPin = "Placement"
+	// TransferCrashTakeover: its owner's membership expired (a crash, a
+	// freeze, a cut from the API server) and another replica took it.
+	TransferCrashTakeover = "CrashTakeover"
+	// TransferAbandoned: its owner could not stop its manager in time and
+	// left the Lease to expire.
+	TransferAbandoned = "Abandoned"
+	// TransferFirstOwner: the cluster had no owner before (new, or its Lease
+	// was deleted).
+	TransferFirstOwner = "FirstOwner"
+
+	// ReasonOwnerChanged is the reason of the Normal event a new owner
+	// records on a RemoteCluster: from whom, why and how long the cluster
+	// went without a manager.
+	ReasonOwnerChanged = "OwnerChanged"
+)

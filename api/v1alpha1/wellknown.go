@@ -11,6 +11,28 @@ const (
 	// over its clusters before it exits: alive, but out of the ring.
 	LeavingAnnotation = "clustershard.io/leaving"
 
+	// CordonedAnnotation on a membership Lease keeps its replica out of the
+	// ring (clustershard drain / cordon): alive, holding no cluster, until
+	// the annotation is removed (clustershard uncordon). The value says who
+	// cordoned it and when. It outlives restarts of the replica: the
+	// membership elector keeps a Lease's annotations.
+	CordonedAnnotation = "clustershard.io/cordoned"
+
+	// HandoverReasonAnnotation on a released cluster Lease says why its last
+	// holder handed it over (one of the TransferReason values); the next
+	// holder reports it in its transfer event.
+	HandoverReasonAnnotation = "clustershard.io/handover-reason"
+
+	// RingLabel on a membership Lease publishes, with every renewal, a hash
+	// of the ring its holder computed last (see shard.RingHash), so that
+	// clustershard status can tell replicas that disagree on the ring.
+	RingLabel = "clustershard.io/ring"
+
+	// TrackedLabel on a membership Lease publishes, with every renewal, how
+	// many cluster Leases its holder tracks as its own, so that clustershard
+	// status can tell Leases whose holder does not track them.
+	TrackedLabel = "clustershard.io/tracked"
+
 	// AbandonedAnnotation on a cluster Lease marks one whose holder could not
 	// confirm its manager stopped: others take it once they have seen it
 	// unchanged for a lease duration.

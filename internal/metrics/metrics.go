@@ -60,6 +60,17 @@ var (
 		Name: "clustershard_cluster_lease_transitions_total",
 		Help: "Cluster Lease transitions made or seen by this replica, by event: acquired, expired (acquired from a holder whose membership expired), released, abandoned, lost.",
 	}, []string{"event"})
+	// Transfers counts changes of owner this replica made (as the new
+	// owner), by reason.
+	Transfers = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "clustershard_cluster_transfers_total",
+		Help: "Clusters this replica took over, counted when the new remote manager first runs, by reason: Rebalance, Drain, Shutdown, Placement, CrashTakeover, Abandoned, FirstOwner.",
+	}, []string{"reason"})
+	// Cordoned is 1 while this replica is cordoned (kept out of the ring).
+	Cordoned = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "clustershard_replica_cordoned",
+		Help: "1 while this replica is cordoned (clustershard drain): alive, out of the ring, owning no cluster; 0 otherwise.",
+	})
 	// OwnershipWrites counts every API write of the ownership protocol.
 	OwnershipWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "clustershard_ownership_writes_total",
@@ -145,7 +156,7 @@ const (
 // Collectors returns every collector of the package.
 func Collectors() []prometheus.Collector {
 	return []prometheus.Collector{
-		RingMembers, OwnedClusters, Clusters, UnownedClusters, Fenced, MembershipRenewFailures, LeaseTransitions,
+		RingMembers, OwnedClusters, Clusters, UnownedClusters, Fenced, MembershipRenewFailures, LeaseTransitions, Transfers, Cordoned,
 		OwnershipWrites, HandoverDuration, SpawnStepDuration, UnmanagedDuration, RemoteManagers, RemoteProbeDuration, RemoteProbeFailures,
 		ReplicatedObjects, ReplicationLag, ReplicationErrors, HelmOperations, RemoteWritesInDoubt, RemoteUnfenced,
 		ClusterEventsDropped,
