@@ -67,9 +67,9 @@ type Coordinator struct {
 	view     View
 	ring     *Ring
 	notes    map[string]string // the last plan's placement notes
-	ready    atomic.Bool // a first pass was made
-	caughtUp atomic.Bool // every assigned cluster acquired once (or CatchUpTimeout passed)
-	crashed  atomic.Bool // test hook: behave as a dead process
+	ready    atomic.Bool       // a first pass was made
+	caughtUp atomic.Bool       // every assigned cluster acquired once (or CatchUpTimeout passed)
+	crashed  atomic.Bool       // test hook: behave as a dead process
 	// unownedSince is the last pass's Unowned, for the next; acquireErr
 	// the last failed acquisition of each cluster (step only).
 	unownedSince map[string]Unowned
