@@ -185,6 +185,15 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (*Replica, error) {
 		}
 		return names, nil
 	}
+	so.Placements = func() (map[string]shard.Placement, error) {
+		var list v1alpha1.RemoteClusterList
+		if err := mgr.GetClient().List(context.Background(), &list); err != nil {
+			return nil, err
+		}
+		return placements(list.Items), nil
+	}
+	transfers := mgr.GetEventRecorder("clustershard-shard")
+	so.Transferred = func(t shard.Transfer) { recordTransfer(mgr.GetClient(), transfers, t) }
 	if rp.Coordinator, err = shard.New(so); err != nil {
 		return nil, err
 	}

@@ -144,6 +144,32 @@ type RemoteClusterSpec struct {
 	// +listType=set
 	// +optional
 	Namespaces []string `json:"namespaces,omitempty"`
+
+	// Placement constrains which replica may own the cluster; empty lets the
+	// ring place it.
+	// +optional
+	Placement *Placement `json:"placement,omitempty"`
+}
+
+// Placement constrains where the ring places a RemoteCluster. A pin names
+// the replica to run on (clustershard move sets it); avoidReplicas names
+// replicas not to run on. Status.placement says how the constraint was
+// applied, and why when it could not be.
+type Placement struct {
+	// Replica pins the cluster to this replica (its --replica-id, the pod
+	// name of a StatefulSet) while that replica is live and not cordoned;
+	// otherwise the ring places it as if unpinned.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	Replica string `json:"replica,omitempty"`
+
+	// AvoidReplicas are replicas the cluster must not run on, unless every
+	// replica on the ring is one of them.
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=253
+	// +listType=set
+	// +optional
+	AvoidReplicas []string `json:"avoidReplicas,omitempty"`
 }
 
 // RemoteClusterStatus is the observed state of a RemoteCluster.
@@ -154,9 +180,27 @@ type RemoteClusterStatus struct {
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
-	// Owner is the replica that holds the cluster's Lease.
+	// Owner is the replica that holds the cluster's Lease, as that replica
+	// last wrote it: the last owner's word, which a crashed owner cannot
+	// correct (clustershard status judges ownership from the Leases).
 	// +optional
 	Owner string `json:"owner,omitempty"`
+
+	// OwnerIncarnation is the owning process: replica@incarnation (the pod
+	// UID), which tells a restarted replica from the one before.
+	// +optional
+	OwnerIncarnation string `json:"ownerIncarnation,omitempty"`
+
+	// OwnershipEpoch is the ownership epoch the owner raised in the remote
+	// cluster when it started its manager: every remote write carries it,
+	// and the remote refuses writes of an older one.
+	// +optional
+	OwnershipEpoch int64 `json:"ownershipEpoch,omitempty"`
+
+	// Placement explains how spec.placement was applied (pinned, avoiding,
+	// or why it could not be); empty when the ring placed the cluster freely.
+	// +optional
+	Placement string `json:"placement,omitempty"`
 
 	// ObservedGeneration is the generation last acted on.
 	// +optional
@@ -170,7 +214,8 @@ type RemoteClusterStatus struct {
 	// +optional
 	ServerVersion string `json:"serverVersion,omitempty"`
 
-	// LastHandoverTime is when the cluster last changed owner.
+	// LastHandoverTime is when the cluster last changed owner: when its
+	// owner acquired the cluster's Lease (the Owned-Since column).
 	// +optional
 	LastHandoverTime *metav1.Time `json:"lastHandoverTime,omitempty"`
 
@@ -215,6 +260,9 @@ type HelmReleaseStatus struct {
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Cluster,shortName=csrc,categories=clustershard
 // +kubebuilder:printcolumn:name="Owner",type=string,JSONPath=`.status.owner`
+// +kubebuilder:printcolumn:name="Owned-Since",type=date,JSONPath=`.status.lastHandoverTime`
+// +kubebuilder:printcolumn:name="Epoch",type=integer,JSONPath=`.status.ownershipEpoch`,priority=1
+// +kubebuilder:printcolumn:name="Incarnation",type=string,JSONPath=`.status.ownerIncarnation`,priority=1
 // +kubebuilder:printcolumn:name="Connected",type=string,JSONPath=`.status.conditions[?(@.type=="Connected")].status`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Installed",type=string,JSONPath=`.status.conditions[?(@.type=="Installed")].status`,priority=1

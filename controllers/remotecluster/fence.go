@@ -67,6 +67,14 @@ func (r *Reconciler) setEpoch(cluster string, e remotefence.Epoch) {
 	r.epochs[cluster] = e
 }
 
+// epoch returns the ownership epoch raised for cluster, 0 when none is
+// (not raised yet, or not enforced by the remote API server).
+func (r *Reconciler) epoch(cluster string) int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.epochs[cluster].Value
+}
+
 // forgetEpoch drops the epoch of a cluster no longer worked on here.
 func (r *Reconciler) forgetEpoch(cluster string) {
 	r.mu.Lock()

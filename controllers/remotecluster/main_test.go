@@ -54,6 +54,8 @@ func (o *fakeOwnership) Holder(cluster string) (string, time.Time, bool) {
 	return identity, o.since, true
 }
 
+func (o *fakeOwnership) Placement(string) string { return "" }
+
 func (o *fakeOwnership) WriteDeadline(cluster string) (time.Time, error) {
 	if !o.owned[cluster] {
 		return time.Time{}, fmt.Errorf("not the owner of %q", cluster)

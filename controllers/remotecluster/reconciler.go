@@ -46,6 +46,9 @@ type Ownership interface {
 	Holder(cluster string) (holder string, since time.Time, ok bool)
 	// WriteDeadline is the fence every remote write passes.
 	WriteDeadline(cluster string) (time.Time, error)
+	// Placement explains how the ring applied the cluster's spec.placement;
+	// "" when it placed the cluster freely.
+	Placement(cluster string) string
 }
 
 // Registry is what the controller needs from the registry of remote
@@ -193,10 +196,13 @@ func (r *Reconciler) owned(cluster string, f func() error) error {
 	return r.Ownership.WithOwnership(cluster, f)
 }
 
-// ownedStatus fills owner, Owned and the hand-over time.
+// ownedStatus fills owner, incarnation, epoch, placement, Owned and the
+// hand-over time.
 func (r *Reconciler) ownedStatus(rc *v1alpha1.RemoteCluster) {
-	rc.Status.Owner = r.Identity
+	rc.Status.Owner, rc.Status.OwnerIncarnation = r.Identity, r.Holder
 	rc.Status.ObservedGeneration = rc.Generation
+	rc.Status.OwnershipEpoch = r.epoch(rc.Name)
+	rc.Status.Placement = r.Ownership.Placement(rc.Name)
 	if holder, since, ok := r.Ownership.Holder(rc.Name); ok && holder == r.Identity && !since.IsZero() {
 		t := metav1.NewTime(since.Truncate(time.Second))
 		rc.Status.LastHandoverTime = &t
