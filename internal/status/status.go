@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -29,7 +30,12 @@ type Cluster struct {
 	// membership expired or is held by another process of it); "" when
 	// it can.
 	NotRunning string        `json:"notRunning,omitempty"`
-	LeaseAge   time.Duration `json:"leaseAge"`
+	// StatusOwner is the owner the RemoteCluster's status names: the last
+	// owner's word, which a crashed owner cannot correct.
+	StatusOwner string `json:"statusOwner,omitempty"`
+	// Placement is status.placement: how spec.placement was applied.
+	Placement string        `json:"placement,omitempty"`
+	LeaseAge  time.Duration `json:"leaseAge"`
 	Connected  string        `json:"connected"`
 	Ready      string        `json:"ready"`
 	Objects    int           `json:"objects"`
@@ -43,6 +49,14 @@ type Replica struct {
 	MembershipAge time.Duration `json:"membershipAge"`
 	Leaving       bool          `json:"leaving"`
 	Expired       bool          `json:"expired"`
+	// Cordoned is the cordon mark (who and when), "" when not cordoned.
+	Cordoned string `json:"cordoned,omitempty"`
+	// Ring is the hash of the ring the replica computed last, and Tracked
+	// how many cluster Leases it works on, as published with its last
+	// renewal; Held counts the cluster Leases naming this process.
+	Ring    string `json:"ring,omitempty"`
+	Tracked int    `json:"tracked"`
+	Held    int    `json:"held"`
 }
 
 // Report is the whole view.
@@ -51,6 +65,14 @@ type Report struct {
 	Clusters []Cluster `json:"clusters"`
 	Replicas []Replica `json:"replicas"`
 	Unowned  int       `json:"unowned"`
+	// Ring is the hash of the ring these Leases make: the live members
+	// neither leaving nor cordoned.
+	Ring string `json:"ring"`
+	// Warnings are disagreements between what the replicas publish, the
+	// Leases and the RemoteClusters' status. One seen during a change (a
+	// replica joining, a hand-over) may last a renew period; one that stays
+	// is a problem.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // Collect reads Leases, RemoteClusters and the replicated kinds' sources. Ages
@@ -97,7 +119,12 @@ func Collect(ctx context.Context, c client.Reader, namespace string, kinds []rem
 			if holder == "" {
 				continue
 			}
-			rep := &Replica{Name: shard.HolderName(holder), Incarnation: holder, Leaving: l.Annotations[v1alpha1.LeavingAnnotation] == "true"}
+			rep := &Replica{Name: shard.HolderName(holder), Incarnation: holder, Leaving: l.Annotations[v1alpha1.LeavingAnnotation] == "true",
+				Cordoned: l.Annotations[v1alpha1.CordonedAnnotation], Ring: l.Labels[v1alpha1.RingLabel]}
+			if _, ok := l.Annotations[v1alpha1.CordonedAnnotation]; ok && rep.Cordoned == "" {
+				rep.Cordoned = "yes"
+			}
+			rep.Tracked, _ = strconv.Atoi(l.Labels[v1alpha1.TrackedLabel])
 			if l.Spec.AcquireTime != nil {
 				rep.MembershipAge = now.Sub(l.Spec.AcquireTime.Time).Round(time.Second)
 			}
@@ -108,7 +135,8 @@ func Collect(ctx context.Context, c client.Reader, namespace string, kinds []rem
 		}
 	}
 	for _, rc := range rcs.Items {
-		row := Cluster{Name: rc.Name, Objects: objects[rc.Name], Connected: cond(rc, v1alpha1.ConditionConnected), Ready: cond(rc, v1alpha1.ConditionReady)}
+		row := Cluster{Name: rc.Name, Objects: objects[rc.Name], Connected: cond(rc, v1alpha1.ConditionConnected), Ready: cond(rc, v1alpha1.ConditionReady),
+			StatusOwner: rc.Status.Owner, Placement: rc.Status.Placement}
 		if l := holders[rc.Name]; l != nil && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "" {
 			row.Incarnation = shard.LeaseHolder(l)
 			row.Owner = shard.HolderName(row.Incarnation)
@@ -116,6 +144,9 @@ func Collect(ctx context.Context, c client.Reader, namespace string, kinds []rem
 				row.LeaseAge = now.Sub(l.Spec.AcquireTime.Time).Round(time.Second)
 			}
 			rep, ok := replicas[row.Owner]
+			if ok && rep.Incarnation == row.Incarnation {
+				rep.Held++
+			}
 			switch {
 			case !ok:
 				row.NotRunning = "not a member"
@@ -132,12 +163,36 @@ func Collect(ctx context.Context, c client.Reader, namespace string, kinds []rem
 		} else {
 			r.Unowned++
 		}
+		if owner := row.Owner; row.NotRunning != "" {
+			owner = ""
+		} else if row.StatusOwner != owner {
+			r.Warnings = append(r.Warnings, fmt.Sprintf("%s: status names owner %q, the Leases %q", rc.Name, row.StatusOwner, owner))
+		}
 		r.Clusters = append(r.Clusters, row)
 	}
+	var ring []string
+	for _, rep := range replicas {
+		if !rep.Expired && !rep.Leaving && rep.Cordoned == "" {
+			ring = append(ring, rep.Name)
+		}
+	}
+	r.Ring = shard.RingHash(ring)
 	for _, rep := range replicas {
 		r.Replicas = append(r.Replicas, *rep)
 	}
 	slices.SortFunc(r.Replicas, func(a, b Replica) int { return strings.Compare(a.Name, b.Name) })
+	for _, rep := range r.Replicas {
+		switch {
+		case rep.Expired:
+			continue
+		case rep.Ring != r.Ring:
+			r.Warnings = append(r.Warnings, fmt.Sprintf("%s disagrees on the ring: it computed %q, the Leases make %q (%d members: %s)",
+				rep.Name, rep.Ring, r.Ring, len(ring), strings.Join(slices.Sorted(slices.Values(ring)), ", ")))
+		}
+		if rep.Tracked != rep.Held {
+			r.Warnings = append(r.Warnings, fmt.Sprintf("%s: %d cluster Leases name it, it tracks %d", rep.Name, rep.Held, rep.Tracked))
+		}
+	}
 	return r, nil
 }
 
@@ -152,7 +207,7 @@ func cond(rc v1alpha1.RemoteCluster, typ string) string {
 // WriteTable prints the report as two tables.
 func (r *Report) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "CLUSTER\tOWNER\tLEASE AGE\tCONNECTED\tREADY\tOBJECTS")
+	fmt.Fprintln(tw, "CLUSTER\tOWNER\tLEASE AGE\tCONNECTED\tREADY\tOBJECTS\tPLACEMENT")
 	for _, c := range r.Clusters {
 		owner := c.Owner
 		switch {
@@ -161,7 +216,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 		case c.NotRunning != "":
 			owner += " (not running: " + c.NotRunning + ")"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\n", c.Name, owner, c.LeaseAge, c.Connected, c.Ready, c.Objects)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", c.Name, owner, c.LeaseAge, c.Connected, c.Ready, c.Objects, c.Placement)
 	}
 	fmt.Fprintln(tw)
 	fmt.Fprintln(tw, "REPLICA\tOWNED\tMEMBERSHIP AGE\tSTATE")
@@ -172,9 +227,14 @@ func (r *Report) WriteTable(w io.Writer) error {
 			state = "expired"
 		case rep.Leaving:
 			state = "leaving"
+		case rep.Cordoned != "":
+			state = "cordoned (" + rep.Cordoned + ")"
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", rep.Name, rep.Owned, rep.MembershipAge, state)
 	}
 	fmt.Fprintf(tw, "\n%d clusters, %d unowned, %d replicas\n", len(r.Clusters), r.Unowned, len(r.Replicas))
+	for _, w := range r.Warnings {
+		fmt.Fprintf(tw, "WARNING: %s\n", w)
+	}
 	return tw.Flush()
 }

@@ -73,6 +73,7 @@ func newRoot() *cobra.Command {
 	o.addCommon(root.Flags())
 	o.addRun(root.Flags())
 	root.AddCommand(run, st)
+	root.AddCommand(operateCommands()...)
 	return root
 }
 
