@@ -164,6 +164,11 @@ const (
 	// was deleted).
 	TransferFirstOwner = "FirstOwner"
 
+	// ReasonCredentialsRotated is the reason of the Normal event when new
+	// kubeconfig credentials were applied to a running remote manager
+	// without restarting it.
+	ReasonCredentialsRotated = "CredentialsRotated"
+
 	// ReasonOwnerChanged is the reason of the Normal event a new owner
 	// records on a RemoteCluster: from whom, why and how long the cluster
 	// went without a manager.

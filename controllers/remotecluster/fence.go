@@ -103,6 +103,7 @@ func (r *Reconciler) Forget(cluster string) {
 	r.mu.Lock()
 	delete(r.spawned, cluster)
 	delete(r.installed, cluster)
+	delete(r.rotations, cluster)
 	r.mu.Unlock()
 	r.forgetEpoch(cluster)
 }

@@ -125,6 +125,7 @@ type Reconciler struct {
 	spawned   map[string]string    // cluster -> kubeconfig hash of the running manager
 	installed map[string]installed // cluster -> last spec.install ensured while running
 	epochs    map[string]remotefence.Epoch
+	rotations map[string]rotation // cluster -> how its running manager's credentials rotate
 	// fenceMemo is what raising epochs learnt per kubeconfig (its user,
 	// the policy in place), so the next owner period raises faster.
 	fenceMemo remotefence.Memo
@@ -251,9 +252,12 @@ func (r *Reconciler) ensure(ctx context.Context, rc *v1alpha1.RemoteCluster) err
 	}
 	hash := remote.Hash(content)
 	if running, ok := r.runningHash(rc.Name); ok && running != hash {
-		log.FromContext(ctx).Info("Kubeconfig changed: restarting the remote manager")
-		if err := r.stop(ctx, rc.Name); err != nil {
-			return r.fail(rc, v1alpha1.ConditionReady, v1alpha1.ReasonSpawnFailed, fmt.Errorf("stop the manager for the new kubeconfig: %w", err))
+		if rotated, why := r.rotate(ctx, rc, cfg, hash); !rotated {
+			log.FromContext(ctx).Info("Kubeconfig changed: restarting the remote manager", "why", why)
+			metrics.CredentialRotations.WithLabelValues("restart").Inc()
+			if err := r.stop(ctx, rc.Name); err != nil {
+				return r.fail(rc, v1alpha1.ConditionReady, v1alpha1.ReasonSpawnFailed, fmt.Errorf("stop the manager for the new kubeconfig: %w", err))
+			}
 		}
 	}
 	info, running := r.Registry.Get(rc.Name)
@@ -296,6 +300,7 @@ func (r *Reconciler) ensure(ctx context.Context, rc *v1alpha1.RemoteCluster) err
 		if err != nil {
 			return err
 		}
+		parsed := cfg
 		cfg = epoch.Config(cfg)
 		err = r.install(ctx, rc, cfg)
 		step = observeStep(metrics.SpawnInstall, step)
@@ -308,8 +313,9 @@ func (r *Reconciler) ensure(ctx context.Context, rc *v1alpha1.RemoteCluster) err
 			}
 			return r.fail(rc, v1alpha1.ConditionInstalled, v1alpha1.ReasonInstallFailed, err)
 		}
+		spawnCfg := r.rotatable(rc.Name, parsed, cfg, epoch.User())
 		err = r.owned(rc.Name, func() error {
-			err := r.Registry.Spawn(rc.Name, cfg, registry.WithNamespaces(rc.Spec.Namespaces...))
+			err := r.Registry.Spawn(rc.Name, spawnCfg, registry.WithNamespaces(rc.Spec.Namespaces...))
 			if errors.Is(err, registry.ErrAlreadyExist) {
 				return nil
 			}

@@ -66,6 +66,12 @@ var (
 		Name: "clustershard_cluster_transfers_total",
 		Help: "Clusters this replica took over, counted when the new remote manager first runs, by reason: Rebalance, Drain, Shutdown, Placement, CrashTakeover, Abandoned, FirstOwner.",
 	}, []string{"reason"})
+	// CredentialRotations counts kubeconfig changes of running clusters, by
+	// how they were applied.
+	CredentialRotations = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "clustershard_kubeconfig_changes_total",
+		Help: "Kubeconfig changes of clusters whose remote manager ran, by how they were applied: in-place (new credentials swapped under the running manager) or restart (server, CA or user changed, or credentials that cannot be swapped).",
+	}, []string{"applied"})
 	// Cordoned is 1 while this replica is cordoned (kept out of the ring).
 	Cordoned = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "clustershard_replica_cordoned",
@@ -156,7 +162,7 @@ const (
 // Collectors returns every collector of the package.
 func Collectors() []prometheus.Collector {
 	return []prometheus.Collector{
-		RingMembers, OwnedClusters, Clusters, UnownedClusters, Fenced, MembershipRenewFailures, LeaseTransitions, Transfers, Cordoned,
+		RingMembers, OwnedClusters, Clusters, UnownedClusters, Fenced, MembershipRenewFailures, LeaseTransitions, Transfers, Cordoned, CredentialRotations,
 		OwnershipWrites, HandoverDuration, SpawnStepDuration, UnmanagedDuration, RemoteManagers, RemoteProbeDuration, RemoteProbeFailures,
 		ReplicatedObjects, ReplicationLag, ReplicationErrors, HelmOperations, RemoteWritesInDoubt, RemoteUnfenced,
 		ClusterEventsDropped,

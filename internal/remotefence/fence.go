@@ -243,3 +243,12 @@ var errNotEnforced = errors.New("not enforced")
 type impersonationError struct{ err error }
 
 func (e *impersonationError) Error() string { return "impersonation refused: " + e.err.Error() }
+
+// User is the user the epoch's requests impersonate (the kubeconfig's own
+// user), "" when the epoch is not enforced.
+func (e Epoch) User() string {
+	if !e.Enforced {
+		return ""
+	}
+	return e.user.Username
+}
