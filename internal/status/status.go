@@ -29,16 +29,16 @@ type Cluster struct {
 	// NotRunning says why Owner cannot be running the cluster (its
 	// membership expired or is held by another process of it); "" when
 	// it can.
-	NotRunning string        `json:"notRunning,omitempty"`
+	NotRunning string `json:"notRunning,omitempty"`
 	// StatusOwner is the owner the RemoteCluster's status names: the last
 	// owner's word, which a crashed owner cannot correct.
 	StatusOwner string `json:"statusOwner,omitempty"`
 	// Placement is status.placement: how spec.placement was applied.
 	Placement string        `json:"placement,omitempty"`
 	LeaseAge  time.Duration `json:"leaseAge"`
-	Connected  string        `json:"connected"`
-	Ready      string        `json:"ready"`
-	Objects    int           `json:"objects"`
+	Connected string        `json:"connected"`
+	Ready     string        `json:"ready"`
+	Objects   int           `json:"objects"`
 }
 
 // Replica is one replica's row.
