@@ -11,12 +11,15 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/pflag"
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/clustershard/clustershard/api/v1alpha1"
 	"github.com/clustershard/clustershard/deploy"
 	"github.com/clustershard/clustershard/internal/remotecopy"
 	"github.com/clustershard/clustershard/internal/status"
@@ -178,6 +181,9 @@ func (d *demo) run(ctx context.Context) error {
 		return err
 	}
 	fmt.Fprintf(d.out, "    rebalanced %v after the restart\n", time.Since(restarted).Round(100*time.Millisecond))
+	if err := d.drain(ctx, 0, total); err != nil {
+		return err
+	}
 	if d.o.Duration == 0 {
 		fmt.Fprintln(d.out, "==> Running; press Ctrl-C to stop and clean up")
 		return d.watch(ctx, func(*status.Report) bool { return false })
@@ -189,6 +195,62 @@ func (d *demo) run(ctx context.Context) error {
 		return nil
 	}
 	return err
+}
+
+// drain shows an operator's maintenance of replica i: `clustershard drain`
+// hands its clusters over by the ordered hand-over while it stays alive, each
+// new owner records why, and `clustershard uncordon` gives it its share back.
+func (d *demo) drain(ctx context.Context, i, total int) error {
+	name := replicaName(i)
+	fmt.Fprintf(d.out, "==> clustershard drain %s: its clusters are handed over (stop, then release; no lease to wait out) and it stays out of the ring\n", name)
+	start := time.Now()
+	out, err := d.cli(ctx, "drain", name, "--timeout", "2m")
+	fmt.Fprint(d.out, indent(out))
+	if err != nil {
+		return fmt.Errorf("clustershard drain %s: %w", name, err)
+	}
+	if err := d.watch(ctx, func(r *status.Report) bool { return allReady(r, total) && owns(r, i) == 0 && r.Unowned == 0 }); err != nil {
+		return err
+	}
+	fmt.Fprintf(d.out, "    every cluster owned and Ready %v after the drain began; the new owners recorded why:\n", time.Since(start).Round(100*time.Millisecond))
+	var events corev1.EventList
+	if err := d.c.List(ctx, &events, client.InNamespace("default")); err == nil {
+		shown := 0
+		for _, e := range events.Items {
+			if e.Reason == v1alpha1.ReasonOwnerChanged && strings.Contains(e.Message, "("+v1alpha1.TransferDrain+")") && shown < 3 {
+				fmt.Fprintf(d.out, "      %s: %s\n", e.InvolvedObject.Name, e.Message)
+				shown++
+			}
+		}
+	}
+	fmt.Fprintf(d.out, "==> clustershard uncordon %s: the ring gives it its share back\n", name)
+	start = time.Now()
+	out, err = d.cli(ctx, "uncordon", name)
+	fmt.Fprint(d.out, indent(out))
+	if err != nil {
+		return fmt.Errorf("clustershard uncordon %s: %w", name, err)
+	}
+	if err := d.watch(ctx, func(r *status.Report) bool { return allReady(r, total) && owns(r, i) > 0 }); err != nil {
+		return err
+	}
+	fmt.Fprintf(d.out, "    rebalanced %v after the uncordon\n", time.Since(start).Round(100*time.Millisecond))
+	return nil
+}
+
+// cli runs the clustershard binary's operator command against the demo.
+func (d *demo) cli(ctx context.Context, args ...string) (string, error) {
+	out, err := exec.CommandContext(ctx, d.o.Binary, append(args, "--kubeconfig", d.kcPath, "--namespace", Namespace)...).CombinedOutput()
+	return string(out), err
+}
+
+func indent(s string) string {
+	var b strings.Builder
+	for _, l := range strings.Split(strings.TrimRight(s, "\n"), "\n") {
+		if l != "" {
+			b.WriteString("    " + l + "\n")
+		}
+	}
+	return b.String()
 }
 
 func allReady(r *status.Report, total int) bool {
