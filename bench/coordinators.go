@@ -58,7 +58,7 @@ func (f *coordinators) start(id string) error {
 		Identity: id, Namespace: f.ns, Client: cl, Kube: kube,
 		Clusters: func() ([]string, error) { return f.names, nil },
 		Handler:  noopHandler{}, Logger: logr.Discard(),
-		Ring: shard.RingOptions{LoadFactor: 1.25},
+		Ring: shard.RingOptions{}, // the production default
 	})
 	if err != nil {
 		return err
