@@ -212,12 +212,6 @@ func ownershipScenarios(ctx context.Context, c Config, want map[string]bool, res
 			}
 			res.Balance = append(res.Balance, b)
 		}
-		logf("==> 3. balance sweep: M in 1..2000, R in 1..10, the ring against the baseline")
-		for _, s := range []BalanceSweep{balanceSweep("rendezvous", ringAssign), balanceSweep("baseline", baselineAssign)} {
-			logf("  %s: over ceil(M/R)+1 on %d of %d sizes (worst +%d); moved/ideal total %.3f, median %.3f, p95 %.3f, max %.3f, max at M>=1000 %.3f; %v; %.2f ms per assignment at M=2000 R=10",
-				s.Ring, s.OverBound, s.Sizes, s.WorstExcess, s.MovedOverIdealTotal, s.MovedOverIdealMedian, s.MovedOverIdealP95, s.MovedOverIdealMax, s.LargeMovedMax, s.Examples, s.AssignMs)
-			res.BalanceSweep = append(res.BalanceSweep, s)
-		}
 	}
 	return nil
 }
