@@ -104,7 +104,7 @@ func TestDrainUncordonMoveProcesses(t *testing.T) {
 			}
 		}
 		for _, w := range rep.Warnings {
-			if strings.Contains(w, "o-0") || strings.Contains(w, "o-1") || strings.Contains(w, "op-") {
+			if strings.Contains(w.Message, "o-0") || strings.Contains(w.Message, "o-1") || strings.Contains(w.Message, "op-") {
 				return false
 			}
 		}

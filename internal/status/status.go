@@ -71,8 +71,36 @@ type Report struct {
 	// Warnings are disagreements between what the replicas publish, the
 	// Leases and the RemoteClusters' status. One seen during a change (a
 	// replica joining, a hand-over) may last a renew period; one that stays
-	// is a problem.
-	Warnings []string `json:"warnings,omitempty"`
+	// is a problem (see Confirm).
+	Warnings []Warning `json:"warnings,omitempty"`
+}
+
+// Warning is one disagreement; Key names what it is about (the replica or
+// cluster and the kind of disagreement), the same in every report.
+type Warning struct {
+	Key     string `json:"key"`
+	Message string `json:"message"`
+}
+
+func (r *Report) warn(key, format string, args ...any) {
+	r.Warnings = append(r.Warnings, Warning{Key: key, Message: fmt.Sprintf(format, args...)})
+}
+
+// Confirm keeps the warnings of r that an earlier report prev had too, by
+// Key: disagreements that outlasted the time between the two reports, not
+// the passing ones of a change in progress.
+func (r *Report) Confirm(prev *Report) {
+	seen := map[string]bool{}
+	for _, w := range prev.Warnings {
+		seen[w.Key] = true
+	}
+	kept := r.Warnings[:0]
+	for _, w := range r.Warnings {
+		if seen[w.Key] {
+			kept = append(kept, w)
+		}
+	}
+	r.Warnings = kept
 }
 
 // Collect reads Leases, RemoteClusters and the replicated kinds' sources. Ages
@@ -166,7 +194,7 @@ func Collect(ctx context.Context, c client.Reader, namespace string, kinds []rem
 		if owner := row.Owner; row.NotRunning != "" {
 			owner = ""
 		} else if row.StatusOwner != owner {
-			r.Warnings = append(r.Warnings, fmt.Sprintf("%s: status names owner %q, the Leases %q", rc.Name, row.StatusOwner, owner))
+			r.warn("status-owner/"+rc.Name, "%s: status names owner %q, the Leases %q", rc.Name, row.StatusOwner, owner)
 		}
 		r.Clusters = append(r.Clusters, row)
 	}
@@ -186,11 +214,11 @@ func Collect(ctx context.Context, c client.Reader, namespace string, kinds []rem
 		case rep.Expired:
 			continue
 		case rep.Ring != r.Ring:
-			r.Warnings = append(r.Warnings, fmt.Sprintf("%s disagrees on the ring: it computed %q, the Leases make %q (%d members: %s)",
-				rep.Name, rep.Ring, r.Ring, len(ring), strings.Join(slices.Sorted(slices.Values(ring)), ", ")))
+			r.warn("ring/"+rep.Name, "%s disagrees on the ring: it computed %q, the Leases make %q (%d members: %s)",
+				rep.Name, rep.Ring, r.Ring, len(ring), strings.Join(slices.Sorted(slices.Values(ring)), ", "))
 		}
 		if rep.Tracked != rep.Held {
-			r.Warnings = append(r.Warnings, fmt.Sprintf("%s: %d cluster Leases name it, it tracks %d", rep.Name, rep.Held, rep.Tracked))
+			r.warn("tracked/"+rep.Name, "%s: %d cluster Leases name it, it tracks %d", rep.Name, rep.Held, rep.Tracked)
 		}
 	}
 	return r, nil
@@ -234,7 +262,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	fmt.Fprintf(tw, "\n%d clusters, %d unowned, %d replicas\n", len(r.Clusters), r.Unowned, len(r.Replicas))
 	for _, w := range r.Warnings {
-		fmt.Fprintf(tw, "WARNING: %s\n", w)
+		fmt.Fprintf(tw, "WARNING: %s\n", w.Message)
 	}
 	return tw.Flush()
 }

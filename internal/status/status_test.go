@@ -88,7 +88,11 @@ func TestCollectFlagsDisagreements(t *testing.T) {
 	if rep, err = status.Collect(t.Context(), c, ns, nil); err != nil {
 		t.Fatal(err)
 	}
-	got := strings.Join(rep.Warnings, "\n")
+	var msgs []string
+	for _, w := range rep.Warnings {
+		msgs = append(msgs, w.Message)
+	}
+	got := strings.Join(msgs, "\n")
 	for _, want := range []string{"r-1 disagrees on the ring", "r-1: 1 cluster Leases name it, it tracks 0", `a: status names owner "r-2", the Leases "r-0"`} {
 		if !strings.Contains(got, want) {
 			t.Errorf("warnings lack %q:\n%s", want, got)
@@ -96,6 +100,13 @@ func TestCollectFlagsDisagreements(t *testing.T) {
 	}
 	if len(rep.Warnings) != 3 {
 		t.Errorf("want 3 warnings, got:\n%s", got)
+	}
+	// Confirm keeps only what an earlier report saw too.
+	confirmed := *rep
+	confirmed.Warnings = append([]status.Warning(nil), rep.Warnings...)
+	confirmed.Confirm(&status.Report{Warnings: []status.Warning{{Key: "ring/r-1"}, {Key: "tracked/r-0"}}})
+	if len(confirmed.Warnings) != 1 || confirmed.Warnings[0].Key != "ring/r-1" {
+		t.Errorf("confirmed warnings: %+v", confirmed.Warnings)
 	}
 	buf.Reset()
 	_ = rep.WriteTable(&buf)

@@ -52,12 +52,14 @@ func newRoot() *cobra.Command {
 
 	so := &options{}
 	var output string
+	var confirm time.Duration
 	st := &cobra.Command{
 		Use:   "status",
 		Short: "Print which replica owns which RemoteCluster",
 		Args:  cobra.NoArgs,
-		RunE:  func(cmd *cobra.Command, _ []string) error { return so.status(cmd.Context(), output) },
+		RunE:  func(cmd *cobra.Command, _ []string) error { return so.status(cmd.Context(), output, confirm) },
 	}
+	st.Flags().DurationVar(&confirm, "confirm", 3*time.Second, "When replicas, Leases and status disagree, look again after this long and report only what still disagrees (0: report every disagreement seen once).")
 	so.addCommon(st.Flags())
 	st.Flags().StringVarP(&output, "output", "o", "table", "Output format: table, json or yaml.")
 
@@ -154,7 +156,7 @@ func (o *options) run(ctx context.Context) error {
 	return nil
 }
 
-func (o *options) status(ctx context.Context, output string) error {
+func (o *options) status(ctx context.Context, output string, confirm time.Duration) error {
 	if err := o.validateCommon(); err != nil {
 		return err
 	}
@@ -172,6 +174,15 @@ func (o *options) status(ctx context.Context, output string) error {
 	rep, err := status.Collect(ctx, c, o.namespace, o.parsedKinds)
 	if err != nil {
 		return err
+	}
+	if len(rep.Warnings) > 0 && confirm > 0 {
+		// Report only the disagreements that outlast a change in progress.
+		time.Sleep(confirm)
+		first := rep
+		if rep, err = status.Collect(ctx, c, o.namespace, o.parsedKinds); err != nil {
+			return err
+		}
+		rep.Confirm(first)
 	}
 	switch output {
 	case "json":

@@ -74,6 +74,7 @@ type demo struct {
 	cp       *localcluster.ControlPlane
 	c        client.Client
 	kcPath   string
+	last     *status.Report // the previous refresh's, to confirm warnings
 	replicas map[int]*exec.Cmd
 	exited   map[int]chan struct{}
 	started  time.Time
@@ -284,6 +285,15 @@ func (d *demo) watch(ctx context.Context, done func(*status.Report) bool) error 
 	for {
 		r, err := status.Collect(ctx, d.c, Namespace, []remotecopy.Kind{example, strict})
 		if err == nil {
+			// Warn only of disagreements that outlast a refresh: a
+			// change in progress shows some for a renew period.
+			all := *r
+			if d.last != nil {
+				r.Confirm(d.last)
+			} else {
+				r.Warnings = nil
+			}
+			d.last = &all
 			if tty {
 				fmt.Fprint(d.out, "\033[H\033[2J")
 				_ = r.WriteTable(d.out)
