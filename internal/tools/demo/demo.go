@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -288,6 +289,7 @@ func (d *demo) watch(ctx context.Context, done func(*status.Report) bool) error 
 			// Warn only of disagreements that outlast a refresh: a
 			// change in progress shows some for a renew period.
 			all := *r
+			all.Warnings = slices.Clone(r.Warnings)
 			if d.last != nil {
 				r.Confirm(d.last)
 			} else {
