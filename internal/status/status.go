@@ -94,7 +94,7 @@ func (r *Report) Confirm(prev *Report) {
 	for _, w := range prev.Warnings {
 		seen[w.Key] = true
 	}
-	kept := r.Warnings[:0]
+	var kept []Warning
 	for _, w := range r.Warnings {
 		if seen[w.Key] {
 			kept = append(kept, w)
