@@ -191,9 +191,11 @@ func Collect(ctx context.Context, c client.Reader, namespace string, kinds []rem
 		} else {
 			r.Unowned++
 		}
-		if owner := row.Owner; row.NotRunning != "" {
-			owner = ""
-		} else if row.StatusOwner != owner {
+		owner := row.Owner
+		if row.NotRunning != "" {
+			owner = "" // its holder does not run it
+		}
+		if row.StatusOwner != owner {
 			r.warn("status-owner/"+rc.Name, "%s: status names owner %q, the Leases %q", rc.Name, row.StatusOwner, owner)
 		}
 		r.Clusters = append(r.Clusters, row)
