@@ -174,6 +174,9 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (*Replica, error) {
 	so.Identity, so.Incarnation, so.Namespace, so.Client, so.Reader, so.Kube = o.Identity, o.Incarnation, o.Namespace, direct, mgr.GetClient(), kube
 	so.Handler = rp.notifier
 	so.Logger = o.Logger.WithName("shard")
+	// One list per pass serves both: the coordinator asks for the names,
+	// then (on the same goroutine) for the placements of that list.
+	var listed map[string]shard.Placement
 	so.Clusters = func() ([]string, error) {
 		var list v1alpha1.RemoteClusterList
 		if err := mgr.GetClient().List(context.Background(), &list); err != nil {
@@ -183,15 +186,10 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (*Replica, error) {
 		for _, rc := range list.Items {
 			names = append(names, rc.Name)
 		}
+		listed = placements(list.Items)
 		return names, nil
 	}
-	so.Placements = func() (map[string]shard.Placement, error) {
-		var list v1alpha1.RemoteClusterList
-		if err := mgr.GetClient().List(context.Background(), &list); err != nil {
-			return nil, err
-		}
-		return placements(list.Items), nil
-	}
+	so.Placements = func() (map[string]shard.Placement, error) { return listed, nil }
 	transfers := mgr.GetEventRecorder("clustershard-shard")
 	so.Transferred = func(t shard.Transfer) { recordTransfer(mgr.GetClient(), transfers, t) }
 	if rp.Coordinator, err = shard.New(so); err != nil {

@@ -194,6 +194,7 @@ func (c *Coordinator) acquire(ctx context.Context, name string, l *coordinationv
 		}
 		delete(l.Annotations, v1alpha1.AbandonedAnnotation)
 		delete(l.Annotations, v1alpha1.ReleasedByAnnotation)
+		delete(l.Annotations, v1alpha1.HandoverReasonAnnotation)
 		if l.Annotations == nil {
 			l.Annotations = map[string]string{}
 		}

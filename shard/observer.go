@@ -185,7 +185,7 @@ func (o *observer) members(leases []coordinationv1.Lease, now time.Time) (live, 
 		if l.Annotations[v1alpha1.LeavingAnnotation] == "true" {
 			leaving[holder] = true
 		}
-		if _, ok := l.Annotations[v1alpha1.CordonedAnnotation]; ok {
+		if Cordoned(l) {
 			cordoned[holder] = true
 		}
 	}

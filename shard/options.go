@@ -35,7 +35,8 @@ type Options struct {
 	// Clusters lists the names of the RemoteClusters to shard.
 	Clusters func() ([]string, error)
 	// Placements returns the RemoteClusters' placement constraints by name
-	// (spec.placement); nil: none.
+	// (spec.placement); nil: none. Each pass calls it right after Clusters,
+	// on the same goroutine, so both may come from one list.
 	Placements func() (map[string]Placement, error)
 	// Handler is told about acquired and lost clusters.
 	Handler Handler

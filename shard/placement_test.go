@@ -187,6 +187,13 @@ func TestPlacementPinAvoidCordon(t *testing.T) {
 	if owned := in["replica-1"].c.Owned(); len(owned) != 0 {
 		t.Fatalf("restarted cordoned replica owns %v", owned)
 	}
+	// It is ready, though: a pod restarted while cordoned must not stall a
+	// rollout that waits for readiness.
+	if err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+		return in["replica-1"].c.Ready(), nil
+	}); err != nil {
+		t.Fatal("a restarted cordoned replica never became ready")
+	}
 
 	// Uncordon: replica-1 takes its share again.
 	cordon(t, ns, "replica-1", false)

@@ -211,6 +211,9 @@ func (r *Ring) Place(names []string, constraints map[string]Placement) (assign, 
 		free = free[:len(free)-1]
 		if c.next == len(c.prefs) {
 			// Rejected by every member it may use: over capacity on its first.
+			// Only avoid lists lead here. load[m] grows although m's heap
+			// is full: harmless, since the heap pops one name per proposal
+			// and keeps its size; m holds its room plus these noted names.
 			m := c.prefs[0]
 			assign[c.name] = r.members[m]
 			load[m]++

@@ -2,6 +2,7 @@ package shard
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -206,7 +207,7 @@ func (c *Coordinator) plan(o *reading) (*plan, error) {
 			p.losses = append(p.losses, n) // deleted or taken by hand: not ours any more
 		case !o.exists[n] || p.assign[n] != c.o.Identity:
 			p.handovers = append(p.handovers, n)
-			p.why[n] = handoverReason(o, n, p.assign[n])
+			p.why[n] = handoverReason(o, n, c.o.Identity, p.assign[n])
 		}
 	}
 	c.mu.Unlock()
@@ -231,12 +232,12 @@ func noRing(o *reading) string {
 // handoverReason says why the ring moves cluster n away from this replica,
 // to member to: this replica is cordoned, or the cluster's placement sends
 // it elsewhere, or the ring changed.
-func handoverReason(o *reading, n, to string) string {
+func handoverReason(o *reading, n, self, to string) string {
 	pl := o.placements[n]
 	switch {
 	case o.selfCordoned:
 		return v1alpha1.TransferDrain
-	case pl.Pin != "" && pl.Pin == to, len(pl.Avoid) > 0:
+	case pl.Pin != "" && pl.Pin == to, slices.Contains(pl.Avoid, self):
 		return v1alpha1.TransferPin
 	default:
 		return v1alpha1.TransferRebalance
@@ -264,6 +265,11 @@ func (c *Coordinator) apply(ctx context.Context, o *reading, p *plan) {
 		}
 	}
 	c.sweep(ctx, o.leases, p.assign, o.exists, o.active())
+	if o.active() && !o.inRing() {
+		// Cordoned: nothing is assigned here, so it has caught up (and is
+		// ready: a pod restarted while cordoned must not stall a rollout).
+		c.catchUp(p.assign)
+	}
 	if !p.take || c.o.Clock.Since(c.joined()) < c.o.RetryPeriod {
 		// Take nothing in the first retry period of membership (read now,
 		// after this pass's writes): replicas starting together see each

@@ -70,6 +70,7 @@ func (c *Coordinator) sweep(ctx context.Context, leases map[string]*coordination
 				l.Annotations = map[string]string{}
 			}
 			l.Annotations[v1alpha1.ReleasedByAnnotation] = c.o.self
+			l.Annotations[v1alpha1.HandoverReasonAnnotation] = v1alpha1.TransferRebalance
 			delete(l.Annotations, v1alpha1.IncarnationAnnotation)
 			l.Spec.HolderIdentity = ptr.To("")
 			l.Spec.RenewTime = ptr.To(metav1.NewMicroTime(c.o.Clock.Now()))

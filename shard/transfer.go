@@ -40,7 +40,10 @@ func (c *Coordinator) transferFrom(name string, l *coordinationv1.Lease) *Transf
 		return nil
 	case holder == "" && l.Annotations[v1alpha1.ReleasedByAnnotation] != "":
 		t.From = l.Annotations[v1alpha1.ReleasedByAnnotation]
-		t.Reason = cmpOr(l.Annotations[v1alpha1.HandoverReasonAnnotation], v1alpha1.TransferRebalance)
+		t.Reason = v1alpha1.TransferRebalance
+		if r := l.Annotations[v1alpha1.HandoverReasonAnnotation]; slices.Contains(releaseReasons, r) {
+			t.Reason = r // never an arbitrary value: it becomes a metric label
+		}
 	case holder == "":
 		t.Reason = v1alpha1.TransferFirstOwner // cleared by hand, or never held
 	case l.Annotations[v1alpha1.AbandonedAnnotation] == "true":
@@ -54,11 +57,14 @@ func (c *Coordinator) transferFrom(name string, l *coordinationv1.Lease) *Transf
 	return t
 }
 
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
+// releaseReasons are the reasons a holder writes when it releases a Lease.
+var releaseReasons = []string{v1alpha1.TransferRebalance, v1alpha1.TransferDrain, v1alpha1.TransferShutdown, v1alpha1.TransferPin}
+
+// Cordoned reports whether a membership Lease carries the cordon mark
+// (v1alpha1.CordonedAnnotation, whatever its value).
+func Cordoned(l *coordinationv1.Lease) bool {
+	_, ok := l.Annotations[v1alpha1.CordonedAnnotation]
+	return ok
 }
 
 // RingHash is the hash of a ring's members that replicas publish on their

@@ -1,6 +1,7 @@
 package remotecluster
 
 import (
+	"bytes"
 	"errors"
 	"strings"
 	"testing"
@@ -155,11 +156,27 @@ func TestValidKubeConfigSpawns(t *testing.T) {
 	if _, err := reconcileOnce(t, r, name); err != nil {
 		t.Fatal(err)
 	}
-	if spawns, stops := reg.counts(); spawns != 2 || stops != 1 {
-		t.Errorf("after the kubeconfig changed: %d spawns, %d stops; want 2, 1", spawns, stops)
+	// The same server, CA and credentials: applied in place, no restart.
+	if spawns, stops := reg.counts(); spawns != 1 || stops != 0 {
+		t.Errorf("after the kubeconfig changed but not its server or credentials: %d spawns, %d stops; want 1, 0", spawns, stops)
 	}
 	if h := read(t, name).Status.KubeConfigHash; h == got.Status.KubeConfigHash {
 		t.Error("the kubeconfig hash did not change")
+	}
+	// Another server address (the same API server by name): the manager
+	// restarts.
+	other := bytes.ReplaceAll(env.Remotes[0].KubeConfig, []byte("https://127.0.0.1:"), []byte("https://localhost:"))
+	if bytes.Equal(other, env.Remotes[0].KubeConfig) {
+		t.Fatalf("no 127.0.0.1 server in:\n%s", env.Remotes[0].KubeConfig)
+	}
+	if err := localcluster.WriteKubeConfigSecret(ctx, env.Client, testenv.ControllerNamespace, name+"-kubeconfig", localcluster.DefaultSecretKey, other); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reconcileOnce(t, r, name); err != nil {
+		t.Fatal(err)
+	}
+	if spawns, stops := reg.counts(); spawns != 2 || stops != 1 {
+		t.Errorf("after the kubeconfig named another server: %d spawns, %d stops; want 2, 1", spawns, stops)
 	}
 
 	if err := env.Client.Delete(ctx, read(t, name)); err != nil {

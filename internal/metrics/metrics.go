@@ -7,6 +7,8 @@ package metrics
 import (
 	"errors"
 
+	"github.com/clustershard/clustershard/api/v1alpha1"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -194,6 +196,13 @@ func initLabels() {
 	}
 	for _, s := range []string{"Starting", "Running", "Unhealthy", "Failed", "Stopping"} {
 		RemoteManagers.WithLabelValues(s)
+	}
+	for _, r := range []string{v1alpha1.TransferRebalance, v1alpha1.TransferDrain, v1alpha1.TransferShutdown, v1alpha1.TransferPin,
+		v1alpha1.TransferCrashTakeover, v1alpha1.TransferAbandoned, v1alpha1.TransferFirstOwner} {
+		Transfers.WithLabelValues(r)
+	}
+	for _, a := range []string{"in-place", "restart"} {
+		CredentialRotations.WithLabelValues(a)
 	}
 	for _, op := range []string{HelmInstall, HelmUpgrade, HelmUninstall, HelmRecover, HelmCheck} {
 		HelmOperations.WithLabelValues(op, ResultSuccess)

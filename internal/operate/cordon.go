@@ -44,7 +44,7 @@ func Cordon(ctx context.Context, c client.Client, namespace, replica, by string)
 	if err != nil {
 		return err
 	}
-	if _, ok := l.Annotations[v1alpha1.CordonedAnnotation]; ok {
+	if shard.Cordoned(l) {
 		return nil
 	}
 	return annotate(ctx, c, l, by+" at "+time.Now().UTC().Format(time.RFC3339))
@@ -56,7 +56,7 @@ func Uncordon(ctx context.Context, c client.Client, namespace, replica string) e
 	if err != nil {
 		return err
 	}
-	if _, ok := l.Annotations[v1alpha1.CordonedAnnotation]; !ok {
+	if !shard.Cordoned(l) {
 		return nil
 	}
 	return annotate(ctx, c, l, nil)

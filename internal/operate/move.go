@@ -34,7 +34,7 @@ func Move(ctx context.Context, c client.Client, namespace, cluster, replica stri
 	switch {
 	case shard.LeaseHolder(l) == "":
 		return fmt.Errorf("replica %q is not running (its membership Lease has no holder)", replica)
-	case l.Annotations[v1alpha1.CordonedAnnotation] != "":
+	case shard.Cordoned(l):
 		return fmt.Errorf("replica %q is cordoned (clustershard uncordon %s first)", replica, replica)
 	case l.Annotations[v1alpha1.LeavingAnnotation] == "true":
 		return fmt.Errorf("replica %q is shutting down", replica)

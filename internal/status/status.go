@@ -149,7 +149,7 @@ func Collect(ctx context.Context, c client.Reader, namespace string, kinds []rem
 			}
 			rep := &Replica{Name: shard.HolderName(holder), Incarnation: holder, Leaving: l.Annotations[v1alpha1.LeavingAnnotation] == "true",
 				Cordoned: l.Annotations[v1alpha1.CordonedAnnotation], Ring: l.Labels[v1alpha1.RingLabel]}
-			if _, ok := l.Annotations[v1alpha1.CordonedAnnotation]; ok && rep.Cordoned == "" {
+			if shard.Cordoned(l) && rep.Cordoned == "" {
 				rep.Cordoned = "yes"
 			}
 			rep.Tracked, _ = strconv.Atoi(l.Labels[v1alpha1.TrackedLabel])

@@ -22,7 +22,7 @@ func fleetOverviewRow() row {
 			target{expr: `max(clustershard_unowned_clusters)`}).
 			Thresholds(steps("green", 1, "red")).
 			ColorMode(common.BigValueColorModeBackground),
-		statPanel("Ring members", "Replicas in the consistent-hash ring (live, not leaving).", 3,
+		statPanel("Ring members", "Replicas on the ring (live, neither leaving nor cordoned).", 3,
 			target{expr: `max(clustershard_ring_members)`}),
 		statPanel("Replicas up", "Replica pods Prometheus scrapes successfully (job clustershard-metrics).", 3,
 			target{expr: `sum(up{job="clustershard-metrics"})`}).
@@ -70,6 +70,10 @@ func handOverRow() row {
 			target{expr: `histogram_quantile(0.99, sum by (le) (rate(clustershard_cluster_unmanaged_duration_seconds_bucket[5m])))`, legend: "p99"}),
 		timeSeriesPanel("Hand-overs per minute", "Clusters whose remote manager started on each replica after the ring assigned them there, per minute.", units.OpsPerMinute, 8,
 			target{expr: `sum by (pod) (rate(clustershard_handover_duration_seconds_count[5m])) * 60`, legend: "{{pod}}"}),
+		timeSeriesPanel("Transfers by reason", "Changes of owner per minute, counted by the new owner, by why: Rebalance, Drain, Shutdown, Placement, CrashTakeover, Abandoned, FirstOwner. Each is also an OwnerChanged event on its RemoteCluster.", units.OpsPerMinute, 16,
+			target{expr: `sum by (reason) (rate(clustershard_cluster_transfers_total[5m])) * 60`, legend: "{{reason}}"}),
+		timeSeriesPanel("Cordoned replicas", "Replicas kept out of the ring by clustershard drain or cordon: alive, owning nothing.", units.Short, 8,
+			target{expr: `sum(clustershard_replica_cordoned)`, legend: "cordoned"}),
 	}}
 }
 
