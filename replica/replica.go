@@ -190,6 +190,14 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (*Replica, error) {
 		return names, nil
 	}
 	so.Placements = func() (map[string]shard.Placement, error) { return listed, nil }
+	// Set below, once the remotecluster controller exists (before Run).
+	var noOwner func(ctx context.Context, cluster, why string) error
+	so.Orphaned = func(ctx context.Context, cluster, why string) error {
+		if noOwner == nil {
+			return nil
+		}
+		return noOwner(ctx, cluster, why)
+	}
 	transfers := mgr.GetEventRecorder("clustershard-shard")
 	so.Transferred = func(t shard.Transfer) { recordTransfer(mgr.GetClient(), transfers, t) }
 	if rp.Coordinator, err = shard.New(so); err != nil {
@@ -238,6 +246,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (*Replica, error) {
 		Charts: rp.charts, Enqueue: rp.notifier.Notify, Resync: o.Resync, CleanupTimeout: o.CleanupTimeout,
 	}
 	rp.notifier.OnLost = rec.Forget
+	noOwner = rec.MarkNoOwner
 	replicateRecorder := mgr.GetEventRecorder("clustershard-replicate")
 	if err := controllers.Add(ctx, mgr, controllers.Set{
 		RemoteCluster: rec,

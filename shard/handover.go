@@ -111,7 +111,7 @@ func (c *Coordinator) stop(ctx context.Context, name string, st *cluster) error 
 
 // handOver applies rule 3: stop (bounded), then release the Lease, or leave
 // it abandoned to expire when the stop timed out.
-func (c *Coordinator) handOver(ctx context.Context, name string, deleted bool, reason string) <-chan struct{} {
+func (c *Coordinator) handOver(ctx context.Context, name string, deleted bool, reason string, successor bool) <-chan struct{} {
 	finished := make(chan struct{})
 	if brokenHandOver && c.Owns(name) {
 		c.releaseLease(ctx, name, false, deleted, reason) // release before stop: wrong on purpose
@@ -148,12 +148,44 @@ func (c *Coordinator) handOver(ctx context.Context, name string, deleted bool, r
 			c.releaseLease(wctx, name, true, false, reason)
 			metrics.LeaseTransitions.WithLabelValues(metrics.LeaseAbandoned).Inc()
 		} else {
+			if !successor && !deleted {
+				c.orphaned(wctx, name, reason)
+			}
 			c.releaseLease(wctx, name, false, deleted, reason)
 			metrics.LeaseTransitions.WithLabelValues(metrics.LeaseReleased).Inc()
 		}
 		c.done(name, st)
 	}()
 	return finished
+}
+
+// orphaned tells Options.Orphaned that cluster is handed over with no
+// successor, while this replica still holds its Lease and its membership is
+// valid (so no other replica can own it yet).
+func (c *Coordinator) orphaned(ctx context.Context, name, reason string) {
+	if c.o.Orphaned == nil {
+		return
+	}
+	if _, _, ok := c.member.valid(); !ok {
+		return
+	}
+	why := "its last owner " + c.o.self + " handed it over with no other replica on the ring (" + reason + ")"
+	if err := c.o.Orphaned(ctx, name, why); err != nil {
+		c.log.Error(err, "Cannot mark the cluster as owned by no one", "cluster", name)
+	}
+}
+
+// successor reports whether the last pass saw another replica on the ring,
+// which would take this replica's clusters.
+func (c *Coordinator) successor() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for m, inRing := range c.view.Members {
+		if inRing && m != c.o.Identity {
+			return true
+		}
+	}
+	return false
 }
 
 // releaseLease writes the Lease free (holder cleared), abandoned, or deletes

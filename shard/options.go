@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -40,6 +41,13 @@ type Options struct {
 	Placements func() (map[string]Placement, error)
 	// Handler is told about acquired and lost clusters.
 	Handler Handler
+	// Orphaned, when set, is called when this replica hands a cluster over
+	// with no successor (no other replica on the ring: the last one shuts
+	// down, or is cordoned): after the cluster's manager stopped, before its
+	// Lease is released, while membership is valid. The replica marks the
+	// RemoteCluster as owned by no one. An error is logged; the release goes
+	// on.
+	Orphaned func(ctx context.Context, cluster, why string) error
 	// Transferred, when set, is told of every change of owner this replica
 	// makes, once the new manager first runs (the replica records an Event).
 	Transferred func(Transfer)

@@ -37,10 +37,11 @@ func (c *Coordinator) shutdown(ctx context.Context) error {
 	}); err != nil {
 		c.log.Error(err, "Cannot mark membership as leaving")
 	}
-	c.log.Info("Shutting down: handing every cluster over", "clusters", len(owned))
+	successor := c.successor()
+	c.log.Info("Shutting down: handing every cluster over", "clusters", len(owned), "successor", successor)
 	var waits []<-chan struct{}
 	for _, n := range owned {
-		waits = append(waits, c.handOver(ctx, n, false, v1alpha1.TransferShutdown))
+		waits = append(waits, c.handOver(ctx, n, false, v1alpha1.TransferShutdown, successor))
 	}
 	for _, w := range waits {
 		select {

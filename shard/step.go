@@ -261,7 +261,7 @@ func (c *Coordinator) apply(ctx context.Context, o *reading, p *plan) {
 	}
 	for _, n := range p.handovers {
 		if !o.exists[n] || c.limit.Allow() {
-			c.handOver(ctx, n, !o.exists[n], p.why[n])
+			c.handOver(ctx, n, !o.exists[n], p.why[n], p.assign[n] != "")
 		}
 	}
 	c.sweep(ctx, o.leases, p.assign, o.exists, o.active())

@@ -164,6 +164,11 @@ const (
 	// was deleted).
 	TransferFirstOwner = "FirstOwner"
 
+	// ReasonNoOwner is the reason of Ready=Unknown and Owned=False when the
+	// last owner handed the cluster over with no successor (the last replica
+	// shut down, or every replica is cordoned): no replica reconciles it.
+	ReasonNoOwner = "NoOwner"
+
 	// ReasonCredentialsRotated is the reason of the Normal event when new
 	// kubeconfig credentials were applied to a running remote manager
 	// without restarting it.

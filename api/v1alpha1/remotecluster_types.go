@@ -214,6 +214,13 @@ type RemoteClusterStatus struct {
 	// +optional
 	ServerVersion string `json:"serverVersion,omitempty"`
 
+	// LastHeartbeatTime is when the owner last wrote this status: on every
+	// change, and at least every 5 minutes while nothing changes (the
+	// Heartbeat column). An older one means no replica is reconciling the
+	// cluster, whatever the other columns say.
+	// +optional
+	LastHeartbeatTime *metav1.Time `json:"lastHeartbeatTime,omitempty"`
+
 	// LastHandoverTime is when the cluster last changed owner: when its
 	// owner acquired the cluster's Lease (the Owned-Since column).
 	// +optional
@@ -267,6 +274,7 @@ type HelmReleaseStatus struct {
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Installed",type=string,JSONPath=`.status.conditions[?(@.type=="Installed")].status`,priority=1
 // +kubebuilder:printcolumn:name="Revision",type=integer,JSONPath=`.status.helm.revision`,priority=1
+// +kubebuilder:printcolumn:name="Heartbeat",type=date,JSONPath=`.status.lastHeartbeatTime`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 63",message="RemoteCluster name must be at most 63 characters: it is used as a label value in remote clusters"
 type RemoteCluster struct {

@@ -225,6 +225,10 @@ func (in *RemoteClusterStatus) DeepCopyInto(out *RemoteClusterStatus) {
 			(*in)[i].DeepCopyInto(&(*out)[i])
 		}
 	}
+	if in.LastHeartbeatTime != nil {
+		in, out := &in.LastHeartbeatTime, &out.LastHeartbeatTime
+		*out = (*in).DeepCopy()
+	}
 	if in.LastHandoverTime != nil {
 		in, out := &in.LastHandoverTime, &out.LastHandoverTime
 		*out = (*in).DeepCopy()
