@@ -78,14 +78,24 @@ func (t *fencedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		ended(time.Time{})
 		return nil, fmt.Errorf("%w: the fence deadline of cluster %q has passed", ErrFenced, t.cluster)
 	}
+	// The server works on the write until the fence deadline, or until the
+	// bound of a renewing fence; the client waits as long as the deadline
+	// holds or is extended.
+	server := left
 	ctx, cancel := context.WithDeadline(req.Context(), deadline)
+	if rf, ok := t.fence.(RenewingFence); ok {
+		if bound, err := rf.WriteBound(t.cluster); err == nil && time.Until(bound) > left {
+			server = time.Until(bound).Truncate(time.Millisecond)
+			ctx, cancel = followDeadline(req.Context(), t.fence, t.cluster, deadline)
+		}
+	}
 	out := req.Clone(ctx)
 	q := out.URL.Query()
-	if cur, err := time.ParseDuration(q.Get("timeout")); err != nil || cur <= 0 || cur > left {
-		q.Set("timeout", left.String())
+	if cur, err := time.ParseDuration(q.Get("timeout")); err != nil || cur <= 0 || cur > server {
+		q.Set("timeout", server.String())
 		out.URL.RawQuery = q.Encode()
 	}
-	serverDeadline := time.Now().Add(left)
+	serverDeadline := time.Now().Add(server)
 	out, sent := withSentTrace(out)
 	resp, err := t.next.RoundTrip(out)
 	ended(inDoubtUntil(resp, err, sent, serverDeadline))
@@ -95,6 +105,37 @@ func (t *fencedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
 	return resp, nil
+}
+
+// followDeadline returns a context that ends when parent does, or when the
+// fence's deadline for cluster passes without having been extended: each
+// time the current deadline comes, WriteDeadline is asked again, and a later
+// one keeps the context alive. A write in flight thus runs for as long as
+// authority lasts, and no longer.
+func followDeadline(parent context.Context, fence Fence, cluster string, deadline time.Time) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(parent)
+	go func() {
+		for {
+			timer := time.NewTimer(time.Until(deadline))
+			select {
+			case <-ctx.Done():
+				timer.Stop()
+				return
+			case <-timer.C:
+			}
+			next, err := fence.WriteDeadline(cluster)
+			if err == nil && time.Until(next) >= minWriteTime && next.After(deadline) {
+				deadline = next
+				continue
+			}
+			if err == nil {
+				err = fmt.Errorf("the fence deadline of cluster %q passed", cluster)
+			}
+			cancel(fmt.Errorf("%w: %w", ErrFenced, err))
+			return
+		}
+	}()
+	return ctx, func() { cancel(context.Canceled) }
 }
 
 // storesNothing reports whether a request with a write method changes

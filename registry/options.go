@@ -20,6 +20,19 @@ type Fence interface {
 	WriteDeadline(cluster string) (time.Time, error)
 }
 
+// RenewingFence is implemented by a Fence whose deadlines move forward while
+// ownership lasts (the shard coordinator's: each membership renewal extends
+// them). The fenced transport then lets a write run past the deadline it
+// started with, for as long as WriteDeadline keeps extending it, and cuts it
+// once it does not (a lapse, a loss, a hand-over). WriteBound is the latest
+// instant by which the remote API server must have finished a write sent now
+// (its server-side timeout): no later than the earliest moment another
+// replica could own the cluster if this one's authority ended at once.
+type RenewingFence interface {
+	Fence
+	WriteBound(cluster string) (time.Time, error)
+}
+
 // WriteTracker is implemented by a Fence that must know which writes it
 // admitted may still land. WriteBegan is called for each write before its
 // fence check, so a hand-over that made the fence refuse new writes and then

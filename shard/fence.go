@@ -23,6 +23,22 @@ func (c *Coordinator) WriteDeadline(name string) (time.Time, error) {
 	return until, nil
 }
 
+// WriteBound is the latest instant by which a remote write for cluster sent
+// now must be finished by its server (its server-side timeout): while this
+// replica keeps renewing, the write's deadline follows (WriteDeadline is
+// asked again when it comes); if renewals stop, no other replica can own the
+// cluster before this bound has passed.
+func (c *Coordinator) WriteBound(name string) (time.Time, error) {
+	if _, err := c.WriteDeadline(name); err != nil {
+		return time.Time{}, err
+	}
+	b := c.member.bound()
+	if b.IsZero() {
+		return time.Time{}, ErrNotMember
+	}
+	return b, nil
+}
+
 // WithOwnership runs f while this replica owns cluster; callbacks of one
 // cluster may run at once. A hand-over or loss waits for f at most
 // StopTimeout (f's new writes are fenced from its start, and the manager

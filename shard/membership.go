@@ -30,6 +30,7 @@ type membership struct {
 
 	mu         sync.Mutex
 	validUntil time.Time
+	lastSent   time.Time // when the last successful renewal was sent
 	epoch      uint64
 	since      time.Time // start of the current epoch
 
@@ -83,12 +84,28 @@ func (m *membership) renewed(sent time.Time) {
 		m.since = sent
 	}
 	m.validUntil = sent.Add(m.o.RenewDeadline)
+	m.lastSent = sent
 	m.mu.Unlock()
 	m.o.journal(sent, JournalRenewed, "")
 	if lapsed {
 		m.o.Logger.Info("Membership lapsed and was renewed late: ownership from before is void")
 		m.onLapse()
 	}
+}
+
+// bound returns the latest instant a remote write sent now may still be
+// processed by its server without another replica possibly owning what this
+// one owns: others judge this replica expired no sooner than LeaseDuration
+// after they saw its last renewal, which was sent at lastSent. Half the
+// margin between lease duration and renew deadline is kept for the write's
+// way to the server. Zero when membership is not valid.
+func (m *membership) bound() time.Time {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.o.Clock.Now().Before(m.validUntil) {
+		return time.Time{}
+	}
+	return m.lastSent.Add(m.o.RenewDeadline + (m.o.LeaseDuration-m.o.RenewDeadline)/2)
 }
 
 // lost voids membership at once.
