@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -79,14 +80,18 @@ func (t *fencedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, fmt.Errorf("%w: the fence deadline of cluster %q has passed", ErrFenced, t.cluster)
 	}
 	// The server works on the write until the fence deadline, or until the
-	// bound of a renewing fence; the client waits as long as the deadline
-	// holds or is extended.
+	// bound of a renewing fence; the client waits for the answer as long as
+	// the server may work on it and the deadline holds or is extended, and
+	// reads the answer's body as long as the deadline holds or is extended.
 	server := left
+	var wc *writeContext
 	ctx, cancel := context.WithDeadline(req.Context(), deadline)
 	if rf, ok := t.fence.(RenewingFence); ok {
 		if bound, err := rf.WriteBound(t.cluster); err == nil && time.Until(bound) > left {
 			server = time.Until(bound).Truncate(time.Millisecond)
-			ctx, cancel = followDeadline(req.Context(), t.fence, t.cluster, deadline)
+			cancel()
+			wc = followDeadline(req.Context(), t.fence, t.cluster, deadline, time.Now().Add(server))
+			ctx, cancel = wc, func() { wc.end(context.Canceled) }
 		}
 	}
 	out := req.Clone(ctx)
@@ -103,39 +108,93 @@ func (t *fencedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		cancel()
 		return nil, err
 	}
+	if wc != nil {
+		wc.answered()
+	}
 	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
 	return resp, nil
 }
 
-// followDeadline returns a context that ends when parent does, or when the
-// fence's deadline for cluster passes without having been extended: each
-// time the current deadline comes, WriteDeadline is asked again, and a later
-// one keeps the context alive. A write in flight thus runs for as long as
-// authority lasts, and no longer.
-func followDeadline(parent context.Context, fence Fence, cluster string, deadline time.Time) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancelCause(parent)
+// writeContext is the context of a write under a renewing fence. It ends
+// when its parent does; before the answer arrives, when the server's
+// deadline passes (the server has given up on the write by then); and at
+// any time, when the fence deadline passes without having been extended.
+type writeContext struct {
+	parent context.Context
+	done   chan struct{}
+	once   sync.Once
+	heard  chan struct{} // closed once the answer's headers arrived
+	hear   sync.Once
+
+	mu  sync.Mutex
+	err error
+}
+
+func (c *writeContext) Deadline() (time.Time, bool) { return c.parent.Deadline() }
+func (c *writeContext) Done() <-chan struct{}       { return c.done }
+func (c *writeContext) Value(key any) any           { return c.parent.Value(key) }
+func (c *writeContext) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// end ends the context with err, once.
+func (c *writeContext) end(err error) {
+	c.once.Do(func() {
+		c.mu.Lock()
+		c.err = err
+		c.mu.Unlock()
+		close(c.done)
+	})
+}
+
+// answered records that the answer's headers arrived: the server's deadline
+// no longer matters.
+func (c *writeContext) answered() { c.hear.Do(func() { close(c.heard) }) }
+
+// followDeadline returns the context of a write sent now for cluster, whose
+// fence deadline is deadline and whose server gives up at serverDeadline:
+// each time the current fence deadline comes, WriteDeadline is asked again,
+// and a later one keeps the write alive. A write thus runs for as long as
+// authority lasts and the server may work on it, and no longer.
+func followDeadline(parent context.Context, f Fence, cluster string, deadline, serverDeadline time.Time) *writeContext {
+	c := &writeContext{parent: parent, done: make(chan struct{}), heard: make(chan struct{})}
 	go func() {
+		heard := c.heard
+		server := time.NewTimer(time.Until(serverDeadline))
+		defer server.Stop()
 		for {
-			timer := time.NewTimer(time.Until(deadline))
+			due := time.NewTimer(time.Until(deadline))
 			select {
-			case <-ctx.Done():
-				timer.Stop()
+			case <-c.done:
+				due.Stop()
 				return
-			case <-timer.C:
+			case <-parent.Done():
+				due.Stop()
+				c.end(parent.Err())
+				return
+			case <-heard:
+				due.Stop()
+				server.Stop()
+				heard = nil // a nil channel: never selected again
+				continue
+			case <-server.C:
+				due.Stop()
+				c.end(context.DeadlineExceeded) // the server has given up
+				return
+			case <-due.C:
 			}
-			next, err := fence.WriteDeadline(cluster)
+			next, err := f.WriteDeadline(cluster)
 			if err == nil && time.Until(next) >= minWriteTime && next.After(deadline) {
 				deadline = next
 				continue
 			}
-			if err == nil {
-				err = fmt.Errorf("the fence deadline of cluster %q passed", cluster)
-			}
-			cancel(fmt.Errorf("%w: %w", ErrFenced, err))
+			c.end(context.DeadlineExceeded)
 			return
 		}
 	}()
-	return ctx, func() { cancel(context.Canceled) }
+	return c
 }
 
 // storesNothing reports whether a request with a write method changes

@@ -15,6 +15,26 @@ func (p *Proxy) SetRate(bytesPerSecond int) {
 	p.rate = bytesPerSecond
 }
 
+// SetUploadRate makes the connections the proxy serves from now on carry
+// what the client sends at about bytesPerSecond, in 16 KiB steps: a large
+// request body (a big object, a large CRD) takes size/bytesPerSecond to
+// reach the server. Zero turns it off for new connections.
+func (p *Proxy) SetUploadRate(bytesPerSecond int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.uploadRate = bytesPerSecond
+}
+
+// SetDownloadRate is SetUploadRate for what the server sends: a large
+// answer (the object a create returns) reaches the client at about
+// bytesPerSecond, in 16 KiB steps, while the server has long finished.
+// Zero turns it off for new connections.
+func (p *Proxy) SetDownloadRate(bytesPerSecond int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.downloadRate = bytesPerSecond
+}
+
 // SetHangAfter makes every connection the proxy serves from now on go
 // silent d after it was opened: from then on nothing the server sends
 // reaches the client, while the connection stays open. A client's first
@@ -41,6 +61,29 @@ func (t throttled) Write(b []byte) (int, error) {
 		}
 	}
 	return len(b), nil
+}
+
+// paced writes to w in chunks of at most 16 KiB, each after the time it
+// takes at rate bytes a second.
+type paced struct {
+	w    io.Writer
+	rate int
+}
+
+func (p paced) Write(b []byte) (int, error) {
+	const chunk = 16 << 10
+	n := 0
+	for len(b) > 0 {
+		c := min(len(b), chunk)
+		time.Sleep(time.Duration(c) * time.Second / time.Duration(p.rate))
+		w, err := p.w.Write(b[:c])
+		n += w
+		if err != nil {
+			return n, err
+		}
+		b = b[c:]
+	}
+	return n, nil
 }
 
 // silenced forwards to w until at, and swallows everything after.

@@ -41,6 +41,9 @@ type Proxy struct {
 	latency time.Duration
 	// rate is the bytes a second the server's answers trickle at (SetRate).
 	rate int
+	// uploadRate and downloadRate are the bytes a second client requests
+	// and server answers go at (SetUploadRate, SetDownloadRate).
+	uploadRate, downloadRate int
 	// hangAfter is how long after its start a connection goes silent
 	// (SetHangAfter).
 	hangAfter time.Duration
@@ -128,7 +131,7 @@ func (p *Proxy) serve(in net.Conn) {
 	defer p.untrack(out)
 	p.mu.Lock()
 	p.gen++
-	gen, latency, rate, hangAfter := p.gen, p.latency, p.rate, p.hangAfter
+	gen, latency, rate, hangAfter, uploadRate, downloadRate := p.gen, p.latency, p.rate, p.hangAfter, p.uploadRate, p.downloadRate
 	p.mu.Unlock()
 	opened := time.Now()
 	l := &link{}
@@ -139,6 +142,12 @@ func (p *Proxy) serve(in net.Conn) {
 		}
 		if !src.fromClient && rate > 0 {
 			dst = throttled{w: dst, rate: rate}
+		}
+		if src.fromClient && uploadRate > 0 {
+			dst = paced{w: dst, rate: uploadRate}
+		}
+		if !src.fromClient && downloadRate > 0 {
+			dst = paced{w: dst, rate: downloadRate}
 		}
 		if latency > 0 {
 			d := newDelayed(dst, latency/2)
