@@ -2,6 +2,7 @@ package registry
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -69,7 +70,7 @@ func (t *fencedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, fmt.Errorf("%w: %w", ErrFenced, err)
 	}
 	if deadline.IsZero() {
-		out, sent := withSentTrace(req)
+		out, sent := withSentTrace(req, nil)
 		resp, err := t.next.RoundTrip(out)
 		ended(inDoubtUntil(resp, err, sent, time.Now().Add(maxServerTimeout)))
 		return resp, err
@@ -88,10 +89,16 @@ func (t *fencedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx, cancel := context.WithDeadline(req.Context(), deadline)
 	if rf, ok := t.fence.(RenewingFence); ok {
 		if bound, err := rf.WriteBound(t.cluster); err == nil && time.Until(bound) > left {
-			server = time.Until(bound).Truncate(time.Millisecond)
+			// The server counts its timeout from when the request reaches
+			// it: the request must be on its way within sendSlack, and the
+			// timeout it carries leaves that slack out, so that the server
+			// is done by bound however late the connection came up.
+			now := time.Now()
+			slack := min(sendSlack, bound.Sub(now)/4)
+			server = bound.Sub(now.Add(slack)).Truncate(time.Millisecond)
 			cancel()
-			wc = followDeadline(req.Context(), t.fence, t.cluster, deadline, time.Now().Add(server))
-			ctx, cancel = wc, func() { wc.end(context.Canceled) }
+			wc = followDeadline(req.Context(), t.fence, t.cluster, deadline, now.Add(slack), bound)
+			ctx, cancel = wc, func() { wc.end(context.Canceled, "") }
 		}
 	}
 	out := req.Clone(ctx)
@@ -101,33 +108,42 @@ func (t *fencedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		out.URL.RawQuery = q.Encode()
 	}
 	serverDeadline := time.Now().Add(server)
-	out, sent := withSentTrace(out)
+	if wc != nil {
+		serverDeadline = wc.serverDeadline
+	}
+	out, sent := withSentTrace(out, wc)
 	resp, err := t.next.RoundTrip(out)
 	ended(inDoubtUntil(resp, err, sent, serverDeadline))
 	if err != nil {
 		cancel()
-		return nil, err
+		return nil, wc.explain(t.cluster, sent.Load(), err)
 	}
-	if wc != nil {
-		wc.answered()
-	}
-	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
+	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel, explain: func(err error) error { return wc.explain(t.cluster, true, err) }}
 	return resp, nil
 }
 
-// writeContext is the context of a write under a renewing fence. It ends
-// when its parent does; before the answer arrives, when the server's
-// deadline passes (the server has given up on the write by then); and at
-// any time, when the fence deadline passes without having been extended.
-type writeContext struct {
-	parent context.Context
-	done   chan struct{}
-	once   sync.Once
-	heard  chan struct{} // closed once the answer's headers arrived
-	hear   sync.Once
+// sendSlack is the longest a write under a renewing fence may wait for a
+// connection before its headers go out; the server-side timeout it carries
+// is shortened by as much.
+const sendSlack = time.Second
 
-	mu  sync.Mutex
-	err error
+// writeContext is the context of a write under a renewing fence. It ends
+// when its parent does; when its headers did not go out by sendBy; before
+// the answer arrives, at serverDeadline (the server has given up on the
+// write by then); and at any time, when the fence deadline passes without
+// having been extended.
+type writeContext struct {
+	parent         context.Context
+	serverDeadline time.Time
+	done           chan struct{}
+	once           sync.Once
+	sent, heard    chan struct{} // closed once the headers went out, once the answer's arrived
+	sendOnce       sync.Once
+	hearOnce       sync.Once
+
+	mu     sync.Mutex
+	err    error
+	fenced string // why the fence ended the write, "" otherwise
 }
 
 func (c *writeContext) Deadline() (time.Time, bool) { return c.parent.Deadline() }
@@ -139,30 +155,64 @@ func (c *writeContext) Err() error {
 	return c.err
 }
 
-// end ends the context with err, once.
-func (c *writeContext) end(err error) {
+// end ends the context with err, once; fenced says why when the fence or
+// its deadlines ended it.
+func (c *writeContext) end(err error, fenced string) {
 	c.once.Do(func() {
 		c.mu.Lock()
-		c.err = err
+		c.err, c.fenced = err, fenced
 		c.mu.Unlock()
 		close(c.done)
 	})
 }
 
-// answered records that the answer's headers arrived: the server's deadline
-// no longer matters.
-func (c *writeContext) answered() { c.hear.Do(func() { close(c.heard) }) }
+// wrote records that the request's headers went out.
+func (c *writeContext) wrote() { c.sendOnce.Do(func() { close(c.sent) }) }
 
-// followDeadline returns the context of a write sent now for cluster, whose
-// fence deadline is deadline and whose server gives up at serverDeadline:
-// each time the current fence deadline comes, WriteDeadline is asked again,
-// and a later one keeps the write alive. A write thus runs for as long as
-// authority lasts and the server may work on it, and no longer.
-func followDeadline(parent context.Context, f Fence, cluster string, deadline, serverDeadline time.Time) *writeContext {
-	c := &writeContext{parent: parent, done: make(chan struct{}), heard: make(chan struct{})}
+// answered records that the answer's first byte arrived: the server's
+// deadline no longer matters.
+func (c *writeContext) answered() { c.hearOnce.Do(func() { close(c.heard) }) }
+
+// explain wraps err, the error of a write whose context c is (nil: none),
+// with why the fence cut it and whether it may still land.
+func (c *writeContext) explain(cluster string, sent bool, err error) error {
+	if c == nil || err == nil {
+		return err
+	}
+	c.mu.Lock()
+	why := c.fenced
+	c.mu.Unlock()
+	if why == "" {
+		return err
+	}
+	if sent {
+		return fmt.Errorf("%w: the write for cluster %q was cut (%s); it may still land until %s: %w", ErrFenced, cluster, why, c.serverDeadline.Format(time.RFC3339Nano), err)
+	}
+	return fmt.Errorf("%w: the write for cluster %q was not sent (%s): %w", ErrFenced, cluster, why, err)
+}
+
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// followDeadline returns the context of a write for cluster under a
+// renewing fence: its fence deadline is deadline, its headers must go out by
+// sendBy, and its server gives up by serverDeadline. Each time the current
+// fence deadline comes, WriteDeadline is asked again, and a later one keeps
+// the write alive. A write thus runs for as long as authority lasts and the
+// server may work on it, and no longer.
+func followDeadline(parent context.Context, f Fence, cluster string, deadline, sendBy, serverDeadline time.Time) *writeContext {
+	c := &writeContext{parent: parent, serverDeadline: serverDeadline, done: make(chan struct{}), sent: make(chan struct{}), heard: make(chan struct{})}
 	go func() {
-		heard := c.heard
+		sent, heard := c.sent, c.heard
+		send := time.NewTimer(time.Until(sendBy))
 		server := time.NewTimer(time.Until(serverDeadline))
+		defer send.Stop()
 		defer server.Stop()
 		for {
 			due := time.NewTimer(time.Until(deadline))
@@ -172,16 +222,31 @@ func followDeadline(parent context.Context, f Fence, cluster string, deadline, s
 				return
 			case <-parent.Done():
 				due.Stop()
-				c.end(parent.Err())
+				c.end(parent.Err(), "")
 				return
+			case <-sent:
+				due.Stop()
+				send.Stop()
+				sent = nil // a nil channel: never selected again
+				continue
 			case <-heard:
 				due.Stop()
 				server.Stop()
-				heard = nil // a nil channel: never selected again
+				heard = nil
 				continue
+			case <-send.C:
+				due.Stop()
+				if closed(c.sent) {
+					continue
+				}
+				c.end(context.DeadlineExceeded, "no connection to send it on in time")
+				return
 			case <-server.C:
 				due.Stop()
-				c.end(context.DeadlineExceeded) // the server has given up
+				if closed(c.heard) {
+					continue
+				}
+				c.end(context.DeadlineExceeded, "no answer within the server-side timeout")
 				return
 			case <-due.C:
 			}
@@ -190,7 +255,11 @@ func followDeadline(parent context.Context, f Fence, cluster string, deadline, s
 				deadline = next
 				continue
 			}
-			c.end(context.DeadlineExceeded)
+			why := "ownership ended"
+			if err != nil {
+				why += ": " + err.Error()
+			}
+			c.end(context.DeadlineExceeded, why)
 			return
 		}
 	}()
@@ -227,11 +296,14 @@ func (t *fencedTransport) began() func(doubtUntil time.Time) {
 
 // withSentTrace returns req traced: the flag is set once its headers were
 // written to a connection.
-func withSentTrace(req *http.Request) (*http.Request, *atomic.Bool) {
+func withSentTrace(req *http.Request, wc *writeContext) (*http.Request, *atomic.Bool) {
 	var sent atomic.Bool
-	return req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
-		WroteHeaders: func() { sent.Store(true) },
-	})), &sent
+	trace := &httptrace.ClientTrace{WroteHeaders: func() { sent.Store(true) }}
+	if wc != nil {
+		trace.WroteHeaders = func() { sent.Store(true); wc.wrote() }
+		trace.GotFirstResponseByte = wc.answered
+	}
+	return req.WithContext(httptrace.WithClientTrace(req.Context(), trace)), &sent
 }
 
 // inDoubtUntil is until when a write that ended so may still be processed by
@@ -259,7 +331,21 @@ func (t *fencedTransport) WrappedRoundTripper() http.RoundTripper { return t.nex
 // cancelOnClose ends a request's context once its response has been read.
 type cancelOnClose struct {
 	io.ReadCloser
-	cancel context.CancelFunc
+	cancel  context.CancelFunc
+	explain func(error) error // says why a read was cut
+}
+
+// Read reads the answer; its end (EOF or an error) ends the request's
+// context too, for callers that do not close a body they read through.
+func (b *cancelOnClose) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil {
+		if !errors.Is(err, io.EOF) {
+			err = b.explain(err)
+		}
+		b.cancel()
+	}
+	return n, err
 }
 
 func (b *cancelOnClose) Close() error {

@@ -67,7 +67,8 @@ func TestNoOwnerAfterLastShutdownAndCrash(t *testing.T) {
 	procs := map[string]*proc{"n-0": start(t, bin, kc, "n-0"), "n-1": start(t, bin, kc, "n-1")}
 	poll(t, 60*time.Second, "every cluster owned and Ready", every(ready))
 
-	// Both stop gracefully, one after the other: the last has no successor.
+	// Both stop gracefully, one after the other: n-1 takes n-0's clusters,
+	// then stops with no successor.
 	for _, id := range []string{"n-0", "n-1"} {
 		if err := procs[id].cmd.Process.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
@@ -76,6 +77,9 @@ func TestNoOwnerAfterLastShutdownAndCrash(t *testing.T) {
 		case <-procs[id].exited:
 		case <-time.After(30 * time.Second):
 			t.Fatalf("%s did not exit after SIGTERM", id)
+		}
+		if id == "n-0" {
+			poll(t, 30*time.Second, "every cluster Ready on n-1", every(func(rc v1alpha1.RemoteCluster) bool { return ready(rc) && rc.Status.Owner == "n-1" }))
 		}
 	}
 	for _, c := range clusters {
