@@ -40,8 +40,8 @@ func tokenKubeConfig(t *testing.T, kube kubernetes.Interface) []byte {
 	return kc
 }
 
-// TestCredentialRotationInPlace rotates a ServiceAccount token every second
-// while sources are created and changed, then a client certificate of the
+// TestCredentialRotationInPlace rotates a ServiceAccount token 8 times, each
+// once the previous one is applied, while sources are created and changed, then a client certificate of the
 // same user: the remote manager is never restarted, status follows every
 // kubeconfig, each rotation is an event, and every source's copy is
 // current. A kubeconfig for another server still restarts it.
@@ -90,7 +90,12 @@ func TestCredentialRotationInPlace(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		time.Sleep(time.Second)
+		// Each rotation lands before the next (about one a second here).
+		eventually(t, 30*time.Second, "status following rotation "+fmt.Sprint(i), func() bool {
+			var got v1alpha1.RemoteCluster
+			_ = env.Client.Get(ctx, client.ObjectKey{Name: "rotating"}, &got)
+			return got.Status.KubeConfigHash == remote.Hash(last)
+		})
 	}
 	eventually(t, 30*time.Second, "status following the last kubeconfig", func() bool {
 		var got v1alpha1.RemoteCluster

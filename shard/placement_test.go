@@ -182,11 +182,18 @@ func TestPlacementPinAvoidCordon(t *testing.T) {
 	in["replica-1"].stop(t)
 	start("replica-1")
 	waitMember(t, in["replica-0"], "replica-1")
-	time.Sleep(2 * retryPeriod) // passes in which replica-1 would take clusters if it were not cordoned
-	settled(t, tr, ns, want, in, 10*time.Second)
-	if owned := in["replica-1"].c.Owned(); len(owned) != 0 {
-		t.Fatalf("restarted cordoned replica owns %v", owned)
+	// Passes in which replica-1 would take clusters if it were not
+	// cordoned: it owns none throughout.
+	err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, 2*retryPeriod, true, func(context.Context) (bool, error) {
+		if owned := in["replica-1"].c.Owned(); len(owned) != 0 {
+			return false, fmt.Errorf("restarted cordoned replica owns %v", owned)
+		}
+		return false, nil
+	})
+	if !wait.Interrupted(err) {
+		t.Fatal(err)
 	}
+	settled(t, tr, ns, want, in, 10*time.Second)
 	// It is ready, though: a pod restarted while cordoned must not stall a
 	// rollout that waits for readiness.
 	if err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {

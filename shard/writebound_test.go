@@ -1,8 +1,11 @@
 package shard_test
 
 import (
+	"context"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // TestWriteBoundFollowsRenewals: the server-side bound of a remote write is
@@ -25,16 +28,22 @@ func TestWriteBoundFollowsRenewals(t *testing.T) {
 	if gap := b1.Sub(d1); gap != (leaseDuration-renewDeadline)/2 {
 		t.Fatalf("bound - deadline = %v, want %v", gap, (leaseDuration-renewDeadline)/2)
 	}
-	time.Sleep(2 * retryPeriod)
-	d2, _ := in.c.WriteDeadline("cluster-00")
-	b2, _ := in.c.WriteBound("cluster-00")
-	if !d2.After(d1) || !b2.After(b1) {
-		t.Fatalf("a renewal did not move them: deadline %v -> %v, bound %v -> %v", d1, d2, b1, b2)
+	var d2, b2 time.Time
+	if err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, 2*renewDeadline, true, func(context.Context) (bool, error) {
+		d2, _ = in.c.WriteDeadline("cluster-00")
+		b2, _ = in.c.WriteBound("cluster-00")
+		return d2.After(d1) && b2.After(b1), nil
+	}); err != nil {
+		t.Fatalf("no renewal moved them: deadline %v -> %v, bound %v -> %v", d1, d2, b1, b2)
 	}
 	resume := in.c.Pause()
 	defer resume()
-	time.Sleep(renewDeadline + retryPeriod)
-	if _, err := in.c.WriteBound("cluster-00"); err == nil {
-		t.Fatal("a bound was given after membership lapsed")
+	paused := time.Now()
+	if err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, renewDeadline+time.Second, true, func(context.Context) (bool, error) {
+		_, err := in.c.WriteBound("cluster-00")
+		return err != nil, nil
+	}); err != nil {
+		t.Fatal("a bound was still given a renew deadline after renewals stopped")
 	}
+	t.Logf("no bound %v after renewals stopped", time.Since(paused).Round(10*time.Millisecond))
 }

@@ -124,6 +124,22 @@ func holders(t *testing.T) map[string]string {
 	return out
 }
 
+// holdsFor checks cond every 50 ms for d and fails as soon as it does not
+// hold: that something does not happen (a cordoned replica taking clusters).
+func holdsFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for end := time.Now().Add(d); time.Now().Before(end); {
+		if !cond() {
+			t.Fatalf("%s stopped holding", what)
+		}
+		select {
+		case <-t.Context().Done():
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
 func poll(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
 	if err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, timeout, true, func(context.Context) (bool, error) { return cond(), nil }); err != nil {
@@ -135,27 +151,44 @@ func poll(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 // server and two remotes: every cluster owned once; SIGTERM moves a
 // replica's clusters within 2 s each; SIGKILL within the lease duration + 5 s;
 // objects keep syncing.
-func TestReplicaProcesses(t *testing.T) {
-	ctx := t.Context()
-	bin := build(t)
+// managementKubeconfig writes the management API server's kubeconfig to a
+// file for the replica processes and returns its path.
+func managementKubeconfig(t *testing.T) string {
+	t.Helper()
 	kc := filepath.Join(t.TempDir(), "management.kubeconfig")
 	if err := os.WriteFile(kc, env.Management.KubeConfig, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	return kc
+}
+
+// createClusters creates n RemoteClusters prefix-00, prefix-01, ... on the
+// two remotes in turn, each with its own kubeconfig Secret, and returns
+// their names.
+func createClusters(t *testing.T, prefix string, n int) []string {
+	t.Helper()
 	var clusters []string
-	for i := range 12 {
-		name := fmt.Sprintf("proc-%02d", i)
+	for i := range n {
+		name := fmt.Sprintf("%s-%02d", prefix, i)
 		clusters = append(clusters, name)
-		if err := localcluster.WriteKubeConfigSecret(ctx, env.Client, ns, name, "kubeconfig", env.Remotes[i%2].KubeConfig); err != nil {
+		if err := localcluster.WriteKubeConfigSecret(t.Context(), env.Client, ns, name, "kubeconfig", env.Remotes[i%2].KubeConfig); err != nil {
 			t.Fatal(err)
 		}
 		rc := &v1alpha1.RemoteCluster{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1alpha1.RemoteClusterSpec{
 			KubeConfig: v1alpha1.KubeConfigSource{SecretRef: v1alpha1.SecretKeyReference{Namespace: ns, Name: name, Key: "kubeconfig"}},
 		}}
-		if err := env.Client.Create(ctx, rc); err != nil {
+		if err := env.Client.Create(t.Context(), rc); err != nil {
 			t.Fatal(err)
 		}
 	}
+	return clusters
+}
+
+func TestReplicaProcesses(t *testing.T) {
+	ctx := t.Context()
+	bin := build(t)
+	kc := managementKubeconfig(t)
+	clusters := createClusters(t, "proc", 12)
 	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "procs"}}); err != nil {
 		t.Fatal(err)
 	}

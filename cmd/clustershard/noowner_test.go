@@ -2,9 +2,6 @@ package main_test
 
 import (
 	"context"
-	"fmt"
-	"os"
-	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
@@ -15,7 +12,6 @@ import (
 
 	"github.com/clustershard/clustershard/api/v1alpha1"
 	"github.com/clustershard/clustershard/internal/status"
-	"github.com/clustershard/clustershard/internal/test/localcluster"
 )
 
 // TestNoOwnerAfterLastShutdownAndCrash runs two replica processes, stops
@@ -26,24 +22,8 @@ import (
 func TestNoOwnerAfterLastShutdownAndCrash(t *testing.T) {
 	ctx := t.Context()
 	bin := build(t)
-	kc := filepath.Join(t.TempDir(), "management.kubeconfig")
-	if err := os.WriteFile(kc, env.Management.KubeConfig, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	var clusters []string
-	for i := range 4 {
-		name := fmt.Sprintf("no-%02d", i)
-		clusters = append(clusters, name)
-		if err := localcluster.WriteKubeConfigSecret(ctx, env.Client, ns, name, "kubeconfig", env.Remotes[i%2].KubeConfig); err != nil {
-			t.Fatal(err)
-		}
-		rc := &v1alpha1.RemoteCluster{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1alpha1.RemoteClusterSpec{
-			KubeConfig: v1alpha1.KubeConfigSource{SecretRef: v1alpha1.SecretKeyReference{Namespace: ns, Name: name, Key: "kubeconfig"}},
-		}}
-		if err := env.Client.Create(ctx, rc); err != nil {
-			t.Fatal(err)
-		}
-	}
+	kc := managementKubeconfig(t)
+	clusters := createClusters(t, "no", 4)
 	get := func(name string) v1alpha1.RemoteCluster {
 		var rc v1alpha1.RemoteCluster
 		if err := env.Client.Get(ctx, client.ObjectKey{Name: name}, &rc); err != nil {

@@ -3,10 +3,7 @@ package main_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -19,7 +16,6 @@ import (
 	"github.com/clustershard/clustershard/api/v1alpha1"
 	"github.com/clustershard/clustershard/internal/operate"
 	"github.com/clustershard/clustershard/internal/status"
-	"github.com/clustershard/clustershard/internal/test/localcluster"
 )
 
 // TestDrainUncordonMoveProcesses runs two replica processes and the
@@ -30,23 +26,10 @@ import (
 func TestDrainUncordonMoveProcesses(t *testing.T) {
 	ctx := t.Context()
 	bin := build(t)
-	kc := filepath.Join(t.TempDir(), "management.kubeconfig")
-	if err := os.WriteFile(kc, env.Management.KubeConfig, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	var clusters []string
-	for i := range 6 {
-		name := fmt.Sprintf("op-%02d", i)
-		clusters = append(clusters, name)
-		if err := localcluster.WriteKubeConfigSecret(ctx, env.Client, ns, name, "kubeconfig", env.Remotes[i%2].KubeConfig); err != nil {
-			t.Fatal(err)
-		}
-		rc := &v1alpha1.RemoteCluster{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1alpha1.RemoteClusterSpec{
-			KubeConfig: v1alpha1.KubeConfigSource{SecretRef: v1alpha1.SecretKeyReference{Namespace: ns, Name: name, Key: "kubeconfig"}},
-		}}
-		if err := env.Client.Create(ctx, rc); err != nil {
-			t.Fatal(err)
-		}
+	kc := managementKubeconfig(t)
+	clusters := createClusters(t, "op", 6)
+	for _, name := range clusters {
+		rc := &v1alpha1.RemoteCluster{ObjectMeta: metav1.ObjectMeta{Name: name}}
 		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), rc) })
 	}
 	cli := func(args ...string) (string, error) {
@@ -129,10 +112,9 @@ func TestDrainUncordonMoveProcesses(t *testing.T) {
 		}
 		return false
 	})
-	time.Sleep(3 * time.Second) // passes in which a restarted o-0 would take clusters if it were not cordoned
-	if held := heldBy("o-0"); len(held) != 0 {
-		t.Fatalf("o-0 restarted cordoned but took %v", held)
-	}
+	// Passes in which a restarted o-0 would take clusters if it were not
+	// cordoned: it holds none throughout.
+	holdsFor(t, 3*time.Second, "the restarted, cordoned o-0 holding no cluster", func() bool { return len(heldBy("o-0")) == 0 })
 
 	// Uncordon: o-0 takes clusters again.
 	if out, err := cli("uncordon", "o-0"); err != nil {

@@ -16,7 +16,6 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/yaml"
 
@@ -163,11 +162,7 @@ func (o *options) status(ctx context.Context, output string, confirm time.Durati
 	if output != "table" && output != "json" && output != "yaml" {
 		return fmt.Errorf("--output %q: want table, json or yaml", output)
 	}
-	cfg, err := o.restConfig()
-	if err != nil {
-		return err
-	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme.New()})
+	c, err := o.client()
 	if err != nil {
 		return err
 	}
@@ -177,7 +172,11 @@ func (o *options) status(ctx context.Context, output string, confirm time.Durati
 	}
 	if len(rep.Warnings) > 0 && confirm > 0 {
 		// Report only the disagreements that outlast a change in progress.
-		time.Sleep(confirm)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(confirm):
+		}
 		first := rep
 		if rep, err = status.Collect(ctx, c, o.namespace, o.parsedKinds); err != nil {
 			return err

@@ -129,15 +129,21 @@ func (o *options) withClient(ctx context.Context, f func(context.Context, client
 		return fmt.Errorf("--namespace must not be empty")
 	}
 	o.kubeQPS, o.kubeBurst = 20, 40
-	cfg, err := o.restConfig()
-	if err != nil {
-		return err
-	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme.New()})
+	c, err := o.client()
 	if err != nil {
 		return err
 	}
 	return f(ctx, c)
+}
+
+// client is a client of the management cluster, with the scheme of every
+// kind clustershard reads.
+func (o *options) client() (client.Client, error) {
+	cfg, err := o.restConfig()
+	if err != nil {
+		return nil, err
+	}
+	return client.New(cfg, client.Options{Scheme: scheme.New()})
 }
 
 // who names the operator in a cordon mark.
