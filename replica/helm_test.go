@@ -2,6 +2,7 @@ package replica_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -255,8 +256,10 @@ func TestHelmBrokenChart(t *testing.T) {
 }
 
 // A release left pending by an operation that died mid-way (what a killed
-// replica leaves) is recovered, never left stuck: pending-install is
-// installed again over it, pending-upgrade is marked failed and upgraded.
+// replica leaves) is recovered, never left stuck, and with no failed
+// revision: the pending revision is removed and made again in its place
+// (pending-install installed at revision 1, pending-upgrade upgraded at
+// revision 2); the Installed condition and an event say what was found.
 func TestHelmRecoversInterruptedReleases(t *testing.T) {
 	chartDir := chartPath(t, "tiny")
 	recovered := helmOps(metrics.HelmRecover, metrics.ResultSuccess)
@@ -270,18 +273,17 @@ func TestHelmRecoversInterruptedReleases(t *testing.T) {
 	helmCluster(t, "helm-stuck-upgrade", 1, &v1alpha1.HelmInstall{Chart: chartDir, ReleaseName: "stuck", Namespace: "stuck-upgrade"})
 	waitReady(t, "helm-stuck-install", 60*time.Second)
 	waitReady(t, "helm-stuck-upgrade", 60*time.Second)
-	installedWith(t, "helm-stuck-install", 2)
-	installedWith(t, "helm-stuck-upgrade", 3)
-	for _, ns := range []string{"stuck-install", "stuck-upgrade"} {
-		h := history(t, 1, ns, "stuck")
-		last := h[len(h)-1]
-		if last.Info.Status != release.StatusDeployed {
-			t.Fatalf("%s: last revision %d is %s", ns, last.Version, last.Info.Status)
+	for cluster, found := range map[string]string{"helm-stuck-install": "revision 1 pending-install", "helm-stuck-upgrade": "revision 2 pending-upgrade"} {
+		installed := condition(t, cluster, v1alpha1.ConditionInstalled)
+		if installed == nil || !strings.Contains(installed.Message, "found "+found) {
+			t.Fatalf("%s: Installed does not say it found %s: %+v", cluster, found, installed)
 		}
-		for _, r := range h[:len(h)-1] {
-			if r.Info.Status.IsPending() {
-				t.Fatalf("%s: revision %d still %s", ns, r.Version, r.Info.Status)
-			}
+	}
+	installedWith(t, "helm-stuck-install", 1)
+	installedWith(t, "helm-stuck-upgrade", 2)
+	for ns, want := range map[string]string{"stuck-install": "[1:deployed]", "stuck-upgrade": "[1:superseded 2:deployed]"} {
+		if got := historyString(history(t, 1, ns, "stuck")); got != want {
+			t.Fatalf("%s: history %s, want %s", ns, got, want)
 		}
 		if data, err := configMapData(t, 1, ns, "stuck-config"); err != nil || data["greeting"] != "hello" {
 			t.Fatalf("%s: ConfigMap after recovery: %v %v", ns, data, err)
@@ -290,6 +292,15 @@ func TestHelmRecoversInterruptedReleases(t *testing.T) {
 	if n := helmOps(metrics.HelmRecover, metrics.ResultSuccess) - recovered; n != 2 {
 		t.Fatalf("clustershard_helm_operations_total{operation=recover}: %v, want 2", n)
 	}
+}
+
+// historyString is a release history as "[1:failed 2:deployed]".
+func historyString(h []*release.Release) string {
+	var parts []string
+	for _, r := range h {
+		parts = append(parts, fmt.Sprintf("%d:%s", r.Version, r.Info.Status))
+	}
+	return "[" + strings.Join(parts, " ") + "]"
 }
 
 // stuckRelease installs the tiny chart as release name in ns of remote, then

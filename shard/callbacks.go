@@ -32,6 +32,13 @@ func (c *callbacks) leave() {
 	}
 }
 
+// count returns how many callbacks run now.
+func (c *callbacks) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n
+}
+
 // wait returns once no callback runs, or an error naming how many still do
 // when ctx ends first.
 func (c *callbacks) wait(ctx context.Context) error {

@@ -18,6 +18,7 @@ type phase int
 const (
 	phaseFree      phase = iota // not owned here
 	phaseOwned                  // Lease held, manager spawned or spawning
+	phaseDraining               // handing over: no new callback starts, the running ones finish and still write
 	phaseReleasing              // handing over: stopping, then releasing the Lease
 	phaseLosing                 // lost: stopping, the Lease is not ours to write
 )
@@ -60,6 +61,7 @@ type Coordinator struct {
 	writes atomic.Int64
 
 	wanted map[string]time.Time // step goroutine only: when a cluster was first seen assigned here
+	settle settleState          // step goroutine only: the cold-start settle
 
 	mu       sync.Mutex
 	clusters map[string]*cluster

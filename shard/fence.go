@@ -17,7 +17,11 @@ func (c *Coordinator) WriteDeadline(name string) (time.Time, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	st := c.clusters[name]
-	if st == nil || st.phase != phaseOwned || st.epoch != epoch {
+	// A cluster being drained (handOver) is still owned: its Lease is held
+	// and no other replica may take it until it is released, so the writes
+	// of the work already under way go on. Owns is false for it: no new work
+	// starts.
+	if st == nil || (st.phase != phaseOwned && st.phase != phaseDraining) || st.epoch != epoch {
 		return time.Time{}, fmt.Errorf("%w: %q", ErrNotOwner, name)
 	}
 	return until, nil
@@ -40,11 +44,14 @@ func (c *Coordinator) WriteBound(name string) (time.Time, error) {
 }
 
 // WithOwnership runs f while this replica owns cluster; callbacks of one
-// cluster may run at once. A hand-over or loss waits for f at most
-// StopTimeout (f's new writes are fenced from its start, and the manager
-// stops meanwhile); past that the Lease is abandoned, not released, so
-// others take it only after a lease duration. It returns ErrNotOwner
-// without calling f when the cluster is not owned.
+// cluster may run at once. A planned hand-over first drains them: it lets
+// those already running finish, their writes still passing the fence, for
+// at most StopTimeout, and starts no new one (so an install on its way ends
+// deployed instead of cut). Then, and on a loss at once, f's new writes are
+// fenced and the manager stops; a stop waits for f at most StopTimeout
+// again, past which the Lease is abandoned, not released, so others take it
+// only after a lease duration. It returns ErrNotOwner without calling f when
+// the cluster is not owned or is being handed over.
 func (c *Coordinator) WithOwnership(name string, f func() error) error {
 	c.mu.Lock()
 	st := c.clusters[name]
@@ -70,7 +77,7 @@ func (c *Coordinator) fenceInvalid() {
 	c.mu.Lock()
 	var stale []string
 	for n, st := range c.clusters {
-		if st.phase == phaseOwned && (!valid || st.epoch != epoch) {
+		if (st.phase == phaseOwned || st.phase == phaseDraining) && (!valid || st.epoch != epoch) {
 			stale = append(stale, n)
 		}
 	}

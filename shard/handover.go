@@ -74,7 +74,11 @@ func (c *Coordinator) ManagerRunning(name string) {
 func (c *Coordinator) lose(ctx context.Context, name, reason string) {
 	st := c.setPhase(name, phaseOwned, phaseLosing)
 	if st == nil {
-		return
+		// A cluster being drained for a hand-over is lost as well: its
+		// drain ends at its next check and leaves the stop to this.
+		if st = c.setPhase(name, phaseDraining, phaseLosing); st == nil {
+			return
+		}
 	}
 	c.o.journal(c.o.Clock.Now(), JournalLost, name) // no new write starts after this
 	c.log.Info("Cluster lost", "cluster", name, "reason", reason)
@@ -117,15 +121,19 @@ func (c *Coordinator) handOver(ctx context.Context, name string, deleted bool, r
 		c.releaseLease(ctx, name, false, deleted, reason) // release before stop: wrong on purpose
 		time.Sleep(time.Second)
 	}
-	st := c.setPhase(name, phaseOwned, phaseReleasing)
+	st := c.setPhase(name, phaseOwned, phaseDraining)
 	if st == nil {
 		close(finished)
 		return finished
 	}
-	c.o.journal(c.o.Clock.Now(), JournalReleasing, name) // no new write starts after this
 	c.log.Info("Handing cluster over", "cluster", name, "reason", reason)
 	go func() {
 		defer close(finished)
+		c.drain(ctx, name, st)
+		if c.setPhase(name, phaseDraining, phaseReleasing) == nil {
+			return // lost while draining: lose stops it and never releases
+		}
+		c.o.journal(c.o.Clock.Now(), JournalReleasing, name) // no new write starts after this
 		sctx, cancel := c.stopBudget(ctx)
 		err := c.stop(sctx, name, st)
 		c.stopped(name, err)
@@ -157,6 +165,33 @@ func (c *Coordinator) handOver(ctx context.Context, name string, deleted bool, r
 		c.done(name, st)
 	}()
 	return finished
+}
+
+// drain lets the WithOwnership callbacks of a cluster being handed over
+// finish, within the stop budget, while their writes still pass the fence:
+// an install, upgrade or uninstall on its way ends as it would have (a
+// release deployed, not a revision the hand-over failed), and the successor
+// finds nothing to repair. No new callback starts (Owns is false). The
+// Lease stays held and membership valid meanwhile, so no other replica can
+// take the cluster: the work is still this replica's alone. A callback
+// still running when the budget ends is cut by the fence that closes next;
+// the successor recovers what it left (helmrelease.Ensure).
+func (c *Coordinator) drain(ctx context.Context, name string, st *cluster) {
+	n := st.users.count()
+	if n == 0 {
+		return
+	}
+	began := c.o.Clock.Now()
+	c.log.Info("Letting the work under way finish before handing the cluster over", "cluster", name, "callbacks", n)
+	sctx, cancel := c.stopBudget(ctx)
+	defer cancel()
+	if err := st.users.wait(sctx); err != nil {
+		c.log.Info("Work under way did not finish within the stop timeout: its writes are fenced from now on", "cluster", name, "reason", err.Error())
+		metrics.HandoverDrains.WithLabelValues(metrics.DrainCut).Inc()
+		return
+	}
+	c.log.Info("Work under way finished", "cluster", name, "after", c.o.Clock.Since(began).Round(time.Millisecond))
+	metrics.HandoverDrains.WithLabelValues(metrics.DrainFinished).Inc()
 }
 
 // orphaned tells Options.Orphaned that cluster is handed over with no

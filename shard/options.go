@@ -82,6 +82,15 @@ type Options struct {
 	CatchUpTimeout time.Duration
 	// Ring configures the consistent-hash ring.
 	Ring RingOptions
+	// ExpectedReplicas is how many replicas the fleet is meant to have (the
+	// StatefulSet's replicas; 0: unknown). At a cold start a replica takes
+	// clusters once that many are on the ring (see settle.go).
+	ExpectedReplicas int
+	// SettleWindow is how long the ring's members must stay unchanged at a
+	// cold start before a replica takes clusters, when ExpectedReplicas
+	// are not all there yet (default 3 × RetryPeriod); SettleTimeout
+	// bounds that wait (default LeaseDuration).
+	SettleWindow, SettleTimeout time.Duration
 
 	self string // HolderIdentity(Identity, Incarnation), set by defaults
 }
@@ -139,6 +148,15 @@ func (o *Options) defaults() error {
 	}
 	if o.CatchUpTimeout == 0 {
 		o.CatchUpTimeout = 2 * o.LeaseDuration
+	}
+	if o.SettleWindow == 0 {
+		o.SettleWindow = 3 * o.RetryPeriod
+	}
+	if o.SettleTimeout == 0 {
+		o.SettleTimeout = o.LeaseDuration
+	}
+	if o.ExpectedReplicas < 0 || o.SettleWindow < 0 || o.SettleTimeout < 0 {
+		errs = append(errs, fmt.Errorf("expected replicas (%d), settle window (%v) and settle timeout (%v) must not be negative", o.ExpectedReplicas, o.SettleWindow, o.SettleTimeout))
 	}
 	if o.MovesPerSecond == 0 {
 		o.MovesPerSecond = DefaultMovesPerSecond

@@ -198,13 +198,14 @@ func (c *Coordinator) plan(o *reading) (*plan, error) {
 	c.mu.Lock()
 	c.ring, c.notes = ring, p.notes
 	for n, st := range c.clusters {
-		if st.phase != phaseOwned {
+		if st.phase != phaseOwned && st.phase != phaseDraining {
 			continue
 		}
 		lease := o.leases[ClusterLeaseName(n)]
 		switch {
 		case lease == nil || holderOf(lease) != c.o.self:
 			p.losses = append(p.losses, n) // deleted or taken by hand: not ours any more
+		case st.phase == phaseDraining: // being handed over already
 		case !o.exists[n] || p.assign[n] != c.o.Identity:
 			p.handovers = append(p.handovers, n)
 			p.why[n] = handoverReason(o, n, c.o.Identity, p.assign[n])
@@ -270,11 +271,12 @@ func (c *Coordinator) apply(ctx context.Context, o *reading, p *plan) {
 		// ready: a pod restarted while cordoned must not stall a rollout).
 		c.catchUp(p.assign)
 	}
-	if !p.take || c.o.Clock.Since(c.joined()) < c.o.RetryPeriod {
+	if !p.take || !c.settled(o, p.ring) {
 		// Take nothing in the first retry period of membership (read now,
-		// after this pass's writes): replicas starting together see each
-		// other first instead of one of them grabbing every cluster and
-		// handing most of them over again.
+		// after this pass's writes), nor, at a cold start, before the
+		// ring's members have settled (settle.go): replicas starting
+		// together see each other first instead of one of them grabbing
+		// clusters, starting their installs and handing them over again.
 		return
 	}
 	c.acquireAssigned(ctx, o, p)

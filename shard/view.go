@@ -49,8 +49,13 @@ func (c *Coordinator) Assigned(name string) bool {
 // Owns reports whether this replica owns cluster now (Lease held in the
 // current membership epoch, membership valid, not handing it over).
 func (c *Coordinator) Owns(name string) bool {
-	_, err := c.WriteDeadline(name)
-	return err == nil
+	if _, err := c.WriteDeadline(name); err != nil {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := c.clusters[name]
+	return st != nil && st.phase == phaseOwned
 }
 
 // Owned returns the clusters this replica owns now.

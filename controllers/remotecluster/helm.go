@@ -80,8 +80,14 @@ func (r *Reconciler) ensureHelm(ctx context.Context, rc *v1alpha1.RemoteCluster,
 		return err
 	})
 	countHelm(res, err)
+	recovered := ""
 	if res.Recovered {
-		r.event(rc, corev1.EventTypeNormal, v1alpha1.ReasonHelmRecovered, "Release %s/%s was left by an interrupted operation: marked failed, then %s", want.Namespace, want.ReleaseName, res.Action)
+		recovered = fmt.Sprintf("; found %s, left by an interrupted operation (a replica stopped or cut mid-way), and redid it", res.Found)
+		if err != nil {
+			r.event(rc, corev1.EventTypeWarning, v1alpha1.ReasonHelmRecovered, "Release %s/%s: found %s, left by an interrupted operation; removed it, but redoing it failed: %v", want.Namespace, want.ReleaseName, res.Found, err)
+		} else {
+			r.event(rc, corev1.EventTypeNormal, v1alpha1.ReasonHelmRecovered, "Release %s/%s: found %s, left by an interrupted operation (a replica stopped or cut mid-way); removed it and %s the release at revision %d, no failed revision", want.Namespace, want.ReleaseName, res.Found, res.Action, res.Release.Version)
+		}
 	}
 	if err != nil {
 		// Status shows the latest stored revision (a failed one, say).
@@ -98,7 +104,7 @@ func (r *Reconciler) ensureHelm(ctx context.Context, rc *v1alpha1.RemoteCluster,
 	case helmrelease.ActionUpgraded:
 		r.event(rc, corev1.EventTypeNormal, v1alpha1.ReasonHelmUpgraded, "Release %s/%s upgraded: chart %s-%s, revision %d", want.Namespace, want.ReleaseName, rel.Chart.Metadata.Name, rel.Chart.Metadata.Version, rel.Version)
 	}
-	return fmt.Sprintf("Helm release %s/%s revision %d (chart %s-%s)", want.Namespace, want.ReleaseName, rel.Version, rel.Chart.Metadata.Name, rel.Chart.Metadata.Version), nil
+	return fmt.Sprintf("Helm release %s/%s revision %d (chart %s-%s)%s", want.Namespace, want.ReleaseName, rel.Version, rel.Chart.Metadata.Name, rel.Chart.Metadata.Version, recovered), nil
 }
 
 // chart returns the chart of want from the cache, or errChartPending while

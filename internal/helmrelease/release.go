@@ -60,9 +60,12 @@ type Spec struct {
 type Result struct {
 	// Action taken.
 	Action Action
-	// Recovered says that a revision left pending by an interrupted
-	// operation was marked failed before acting.
+	// Recovered says that Ensure found what an interrupted operation left
+	// (a revision pending, or an uninstall half done) and repaired it
+	// before acting; Found says what it found, e.g. "revision 1
+	// pending-install".
 	Recovered bool
+	Found     string
 	// Release is the latest revision after Ensure.
 	Release *release.Release
 }
@@ -150,12 +153,16 @@ func UpToDate(rel *release.Release, ch *chart.Chart, vals map[string]any) bool {
 // Ensure brings the release to spec: it installs it when absent, upgrades it
 // when the chart version or the values differ from the deployed revision,
 // and does nothing otherwise (no new revision). It never leaves a release
-// stuck: the caller owns the cluster, so a revision found pending-install,
-// -upgrade or -rollback was left by an operation that is not running any
-// more (a replica killed mid-way); it is marked failed, and the release is
-// then upgraded (a deployed revision exists: roll forward to the spec) or
-// installed again over the failed one. An interrupted uninstall is finished
-// first.
+// stuck, and never makes a failed revision of an interruption: the caller
+// owns the cluster, so a revision found pending-install, -upgrade or
+// -rollback was left by an operation that is not running any more (a
+// replica killed mid-way, or one whose hand-over cut it). That revision
+// never took effect as a whole; its record is removed and the operation is
+// made again in its place, at the same revision number: the release is
+// upgraded when a revision deployed before (the objects the interrupted one
+// changed are Helm's, and adopted), installed otherwise. helm history then
+// reads as if nothing had been interrupted. An interrupted uninstall is
+// finished first.
 //
 // Ensure runs to its end even when ctx is cancelled: Helm would otherwise
 // return and go on in the background, outside the caller's ownership scope.
@@ -171,13 +178,15 @@ func (c *Client) Ensure(ctx context.Context, s Spec) (Result, error) {
 		last := hist[n-1]
 		switch {
 		case last.Info.Status.IsPending():
-			c.log.Info("Recovering a release left pending by an interrupted operation", "release", s.Name, "revision", last.Version, "status", last.Info.Status)
-			last.SetStatus(release.StatusFailed, fmt.Sprintf("%s interrupted: marked failed by clustershard before retrying", last.Info.Status))
-			if err := c.cfg.Releases.Update(last); err != nil {
-				return res, fmt.Errorf("mark the pending revision %d of %s failed: %w", last.Version, s.Name, err)
+			res.Found = fmt.Sprintf("revision %d %s", last.Version, last.Info.Status)
+			c.log.Info("Redoing an operation interrupted mid-way: removing the revision it left pending", "release", s.Name, "revision", last.Version, "status", last.Info.Status)
+			if _, err := c.cfg.Releases.Delete(last.Name, last.Version); err != nil {
+				return res, fmt.Errorf("remove the revision %d of %s left %s by an interrupted operation: %w", last.Version, s.Name, last.Info.Status, err)
 			}
 			res.Recovered = true
+			hist = hist[:n-1]
 		case last.Info.Status == release.StatusUninstalling:
+			res.Found = fmt.Sprintf("revision %d %s", last.Version, last.Info.Status)
 			c.log.Info("Finishing an interrupted uninstall", "release", s.Name, "revision", last.Version)
 			if _, err := c.Uninstall(ctx, s.Name, s.Timeout); err != nil {
 				return res, err

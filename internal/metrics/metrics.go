@@ -84,6 +84,13 @@ var (
 		Name: "clustershard_ownership_writes_total",
 		Help: "API writes (attempts) made by the ownership protocol, by verb and by Lease kind (membership or cluster).",
 	}, []string{"verb", "resource"})
+	// HandoverDrains counts the planned hand-overs that found work under way
+	// (an install, a copy, a status write) and let it finish before the
+	// fence closed, by outcome: finished within the stop timeout, or cut.
+	HandoverDrains = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "clustershard_handover_drains_total",
+		Help: "Planned hand-overs that waited for the work under way on the cluster (installs, copies, status writes) before fencing it, by outcome: finished (within the stop timeout) or cut (still running then; the successor recovers what it left).",
+	}, []string{"outcome"})
 	// HandoverDuration is the time from the moment this replica saw a cluster
 	// assigned to it until its remote manager was spawned here.
 	HandoverDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
@@ -165,11 +172,17 @@ const (
 func Collectors() []prometheus.Collector {
 	return []prometheus.Collector{
 		RingMembers, OwnedClusters, Clusters, UnownedClusters, Fenced, MembershipRenewFailures, LeaseTransitions, Transfers, Cordoned, CredentialRotations,
-		OwnershipWrites, HandoverDuration, SpawnStepDuration, UnmanagedDuration, RemoteManagers, RemoteProbeDuration, RemoteProbeFailures,
+		OwnershipWrites, HandoverDrains, HandoverDuration, SpawnStepDuration, UnmanagedDuration, RemoteManagers, RemoteProbeDuration, RemoteProbeFailures,
 		ReplicatedObjects, ReplicationLag, ReplicationErrors, HelmOperations, RemoteWritesInDoubt, RemoteUnfenced,
 		ClusterEventsDropped,
 	}
 }
+
+// Outcomes of HandoverDrains.
+const (
+	DrainFinished = "finished"
+	DrainCut      = "cut"
+)
 
 // Steps of SpawnStepDuration.
 const (
@@ -200,6 +213,9 @@ func initLabels() {
 	for _, r := range []string{v1alpha1.TransferRebalance, v1alpha1.TransferDrain, v1alpha1.TransferShutdown, v1alpha1.TransferPin,
 		v1alpha1.TransferCrashTakeover, v1alpha1.TransferAbandoned, v1alpha1.TransferFirstOwner} {
 		Transfers.WithLabelValues(r)
+	}
+	for _, o := range []string{DrainFinished, DrainCut} {
+		HandoverDrains.WithLabelValues(o)
 	}
 	for _, a := range []string{"in-place", "restart"} {
 		CredentialRotations.WithLabelValues(a)

@@ -125,6 +125,7 @@ func (o *options) run(ctx context.Context) error {
 		Shard: shard.Options{
 			LeaseDuration: o.leaseDuration, RenewDeadline: o.renewDeadline, RetryPeriod: o.retryPeriod,
 			StopTimeout: o.stopTimeout, MovesPerSecond: o.movesPerSecond, CatchUpTimeout: o.catchUpTimeout,
+			ExpectedReplicas: o.expectedReplicas, SettleWindow: o.settleWindow, SettleTimeout: o.settleTimeout,
 			Ring:    shard.RingOptions{LoadFactor: o.ringLoadFactor},
 			Journal: journal,
 		},

@@ -35,6 +35,9 @@ type options struct {
 	stopTimeout        time.Duration
 	cleanupTimeout     time.Duration
 	catchUpTimeout     time.Duration
+	expectedReplicas   int
+	settleWindow       time.Duration
+	settleTimeout      time.Duration
 	movesPerSecond     float64
 	ringVNodes         int
 	ringLoadFactor     float64
@@ -95,6 +98,9 @@ func (o *options) addRun(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.cleanupTimeout, "cleanup-timeout", d.CleanupTimeout, "How long a deleted RemoteCluster with cleanupPolicy Delete retries its remote cleanup before it is let go without it (a CleanupAbandoned event names what was left).")
 	fs.Float64Var(&o.movesPerSecond, "moves-per-second", d.Shard.MovesPerSecond, "Rate limit of hand-overs while rebalancing.")
 	fs.DurationVar(&o.catchUpTimeout, "catch-up-timeout", 0, "How long a joining replica stays not ready until it holds every cluster the ring assigns to it, so a rollout waits for it (0: twice --lease-duration).")
+	fs.IntVar(&o.expectedReplicas, "expected-replicas", 0, "How many replicas the fleet is meant to have (the StatefulSet's replicas; 0: unknown). At a cold start (no live replica holds a cluster) a replica takes clusters once that many are on the ring, or once the ring stayed unchanged for --settle-window, or after --settle-timeout, so replicas starting together do not take clusters only to hand them over a second later.")
+	fs.DurationVar(&o.settleWindow, "settle-window", 0, "At a cold start, how long the ring's members must stay unchanged before a replica takes clusters (0: three --retry-period).")
+	fs.DurationVar(&o.settleTimeout, "settle-timeout", 0, "At a cold start, the longest a replica waits for the ring to settle before it takes clusters (0: --lease-duration).")
 	fs.IntVar(&o.ringVNodes, "ring-vnodes", 256, "Ignored: the ring is rendezvous hashing, which has no virtual nodes.")
 	_ = fs.MarkDeprecated("ring-vnodes", "the ring is rendezvous hashing and has no virtual nodes; the flag is ignored")
 	fs.Float64Var(&o.ringLoadFactor, "ring-load-factor", 0, "Loosens the ring's load bound: 0 gives each replica at most ceil(M/R)+1 of M clusters over R replicas; a factor F > 1 allows up to ceil(F*M/R), moving fewer clusters when replicas come and go.")
@@ -191,8 +197,11 @@ func (o *options) validateRun() error {
 	if o.unownedGrace < 0 {
 		errs = append(errs, fmt.Errorf("--unowned-grace %v must not be negative", o.unownedGrace))
 	}
-	if o.catchUpTimeout < 0 {
-		errs = append(errs, fmt.Errorf("--catch-up-timeout %v must not be negative", o.catchUpTimeout))
+	if o.catchUpTimeout < 0 || o.settleWindow < 0 || o.settleTimeout < 0 {
+		errs = append(errs, fmt.Errorf("--catch-up-timeout %v, --settle-window %v and --settle-timeout %v must not be negative", o.catchUpTimeout, o.settleWindow, o.settleTimeout))
+	}
+	if o.expectedReplicas < 0 {
+		errs = append(errs, fmt.Errorf("--expected-replicas %d must not be negative", o.expectedReplicas))
 	}
 	return errors.Join(errs...)
 }

@@ -41,10 +41,12 @@ func TestRunRefusesNonPositiveTimings(t *testing.T) {
 			t.Errorf("%s 0s: %v", flag, err)
 		}
 	}
-	cmd := newRoot()
-	cmd.SetArgs([]string{"run", "--replica-id", "r-0", "--kubeconfig", "/nonexistent", "--unowned-grace", "-1s"})
-	if err := cmd.Execute(); err == nil || !strings.Contains(err.Error(), "--unowned-grace") {
-		t.Errorf("--unowned-grace -1s: %v", err)
+	for _, f := range [][2]string{{"--unowned-grace", "-1s"}, {"--settle-window", "-1s"}, {"--settle-timeout", "-1s"}, {"--expected-replicas", "-1"}} {
+		cmd := newRoot()
+		cmd.SetArgs([]string{"run", "--replica-id", "r-0", "--kubeconfig", "/nonexistent", f[0], f[1]})
+		if err := cmd.Execute(); err == nil || !strings.Contains(err.Error(), f[0]) {
+			t.Errorf("%s %s: %v", f[0], f[1], err)
+		}
 	}
 }
 
