@@ -208,14 +208,14 @@ func TestHelmInstallInFlightAtHandOver(t *testing.T) {
 	kc := managementKubeconfig(t)
 	namespaces := []string{"slow-term", "slow-scale", "slow-cordon", "slow-kill"}
 	hook := newSlowHook(t, namespaces...)
-	owner := func(cluster string) string { return holders(t)[cluster] }
+	owner := func(t *testing.T, cluster string) string { return holders(t)[cluster] }
 	other := func(pair []string, one string) string {
 		if pair[0] == one {
 			return pair[1]
 		}
 		return pair[0]
 	}
-	stopAll := func(procs map[string]*proc) {
+	stopAll := func(t *testing.T, procs map[string]*proc) {
 		for _, p := range procs {
 			_ = p.cmd.Process.Signal(syscall.SIGTERM)
 		}
@@ -228,7 +228,7 @@ func TestHelmInstallInFlightAtHandOver(t *testing.T) {
 		}
 	}
 	// planned checks a hand-over that had time to let the install finish.
-	planned := func(cluster, ns, successor string) {
+	planned := func(t *testing.T, cluster, ns, successor string) {
 		t.Helper()
 		installed := installedOn(t, cluster, successor)
 		if got := releaseHistory(t, ns); got != "[1:deployed]" {
@@ -248,11 +248,11 @@ func TestHelmInstallInFlightAtHandOver(t *testing.T) {
 	t.Run("SIGTERM", func(t *testing.T) {
 		ids := []string{"ht-0", "ht-1"}
 		procs := map[string]*proc{ids[0]: start(t, bin, kc, ids[0]), ids[1]: start(t, bin, kc, ids[1])}
-		defer stopAll(procs)
+		defer stopAll(t, procs)
 		arrived := hook.arm("slow-term")
 		slowCluster(t, "slow-term", "slow-term")
 		<-arrived
-		from := owner("slow-term")
+		from := owner(t, "slow-term")
 		if !slices.Contains(ids, from) {
 			t.Fatalf("slow-term held by %q", from)
 		}
@@ -263,7 +263,7 @@ func TestHelmInstallInFlightAtHandOver(t *testing.T) {
 		hook.let("slow-term")
 		<-procs[from].exited
 		delete(procs, from)
-		planned("slow-term", "slow-term", other(ids, from))
+		planned(t, "slow-term", "slow-term", other(ids, from))
 	})
 
 	t.Run("ScaleOut", func(t *testing.T) {
@@ -289,28 +289,28 @@ func TestHelmInstallInFlightAtHandOver(t *testing.T) {
 			}
 		}
 		procs := map[string]*proc{first: start(t, bin, kc, first)}
-		defer stopAll(procs)
+		defer stopAll(t, procs)
 		arrived := hook.arm("slow-scale")
 		slowCluster(t, "slow-scale", "slow-scale")
 		<-arrived
-		if got := owner("slow-scale"); got != first {
+		if got := owner(t, "slow-scale"); got != first {
 			t.Fatalf("slow-scale held by %q, want %s", got, first)
 		}
 		procs[second] = start(t, bin, kc, second)
 		poll(t, 30*time.Second, second+" live", func() bool { return len(holders(t)) > 0 && memberLive(t, second) })
 		time.Sleep(1500 * time.Millisecond) // the first sees the second and begins the hand-over meanwhile
 		hook.let("slow-scale")
-		planned("slow-scale", "slow-scale", second)
+		planned(t, "slow-scale", "slow-scale", second)
 	})
 
 	t.Run("Cordon", func(t *testing.T) {
 		ids := []string{"hc-0", "hc-1"}
 		procs := map[string]*proc{ids[0]: start(t, bin, kc, ids[0]), ids[1]: start(t, bin, kc, ids[1])}
-		defer stopAll(procs)
+		defer stopAll(t, procs)
 		arrived := hook.arm("slow-cordon")
 		slowCluster(t, "slow-cordon", "slow-cordon")
 		<-arrived
-		from := owner("slow-cordon")
+		from := owner(t, "slow-cordon")
 		if !slices.Contains(ids, from) {
 			t.Fatalf("slow-cordon held by %q", from)
 		}
@@ -319,7 +319,7 @@ func TestHelmInstallInFlightAtHandOver(t *testing.T) {
 		}
 		time.Sleep(1500 * time.Millisecond)
 		hook.let("slow-cordon")
-		planned("slow-cordon", "slow-cordon", other(ids, from))
+		planned(t, "slow-cordon", "slow-cordon", other(ids, from))
 		if out, err := exec.Command(bin, "uncordon", from, "--kubeconfig", kc, "--namespace", ns0).CombinedOutput(); err != nil {
 			t.Fatalf("uncordon: %v\n%s", err, out)
 		}
@@ -328,11 +328,11 @@ func TestHelmInstallInFlightAtHandOver(t *testing.T) {
 	t.Run("SIGKILL", func(t *testing.T) {
 		ids := []string{"hk-0", "hk-1"}
 		procs := map[string]*proc{ids[0]: start(t, bin, kc, ids[0]), ids[1]: start(t, bin, kc, ids[1])}
-		defer stopAll(procs)
+		defer stopAll(t, procs)
 		arrived := hook.arm("slow-kill")
 		slowCluster(t, "slow-kill", "slow-kill")
 		<-arrived
-		from := owner("slow-kill")
+		from := owner(t, "slow-kill")
 		if !slices.Contains(ids, from) {
 			t.Fatalf("slow-kill held by %q", from)
 		}
