@@ -156,6 +156,11 @@ func Markdown(r *Results, plots map[string]string, jsonFile string) string {
 			m.ColdStartR, m.ColdStartM, m.ColdAllOwned, targetAllOwned, verdict(m.ColdAllOwned > 0 && m.ColdAllOwned <= targetAllOwned),
 			m.ColdAllRunning, targetAllRunning, verdict(m.ColdAllRunning > 0 && m.ColdAllRunning <= targetAllRunning), m.ColdStartRSSMiB)
 		p("")
+		if m.ColdMoved != nil && m.ColdMovedRunning != nil {
+			p("Clusters that changed hands during that cold start (the replicas' journals): %d, of which %d after their remote manager had started (target: none whose manager had started: %s).",
+				*m.ColdMoved, *m.ColdMovedRunning, verdict(*m.ColdMovedRunning == 0))
+			p("")
+		}
 		if t := m.TakeOver; t != nil {
 			p("Take-over: %s idle after the cold start, the last replica is SIGKILLed and the survivors take its %d clusters over (every cluster running again %.2f s after the kill). Their RSS idle before: %v MiB; peak, sampled every 50 ms until two seconds after: %v MiB. Largest peak over idle: **%.2f×** (target ≤ %.1f×: %s).",
 				m.Idle, t.Moved, t.Seconds, t.SteadyMiB, t.PeakMiB, t.PeakRatio, targetTakeOverPeak, verdict(t.PeakRatio <= targetTakeOverPeak))

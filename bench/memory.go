@@ -63,6 +63,8 @@ func memory(ctx context.Context, base drill.Options, sizes []int, r, m int, idle
 	defer func() { _ = s.Close() }()
 	res.ColdAllOwned = round(s.AllOwned().Seconds(), 3)
 	res.ColdAllRunning = round(s.StartUp().Seconds(), 3)
+	mv := s.ColdStartMoves()
+	res.ColdMoved, res.ColdMovedRunning = &mv.Moved, &mv.Running
 	var replicaCPU float64
 	for _, pid := range s.PIDs() {
 		if t, ok := procTicks(pid); ok {
@@ -77,8 +79,8 @@ func memory(ctx context.Context, base drill.Options, sizes []int, r, m int, idle
 	for _, id := range slices.Sorted(maps.Keys(rss)) {
 		res.ColdStartRSSMiB = append(res.ColdStartRSSMiB, round(float64(rss[id])/mib, 1))
 	}
-	logf("  cold start R=%d M=%d: all owned after %.2fs, all managers running after %.2fs; RSS %v MiB; replica CPU per spawn %.2f ms",
-		r, m, res.ColdAllOwned, res.ColdAllRunning, res.ColdStartRSSMiB, res.ColdReplicaCPUPerSpawnMs)
+	logf("  cold start R=%d M=%d: all owned after %.2fs, all managers running after %.2fs; RSS %v MiB; replica CPU per spawn %.2f ms; %d clusters changed hands, %d after their manager started",
+		r, m, res.ColdAllOwned, res.ColdAllRunning, res.ColdStartRSSMiB, res.ColdReplicaCPUPerSpawnMs, mv.Moved, mv.Running)
 	t, err := takeOverMemory(ctx, s, idle)
 	if err != nil {
 		return res, fmt.Errorf("take-over memory: %w", err)

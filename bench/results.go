@@ -150,6 +150,10 @@ type Memory struct {
 	ColdAllOwned    float64       `json:"coldStartAllOwnedSeconds"`
 	ColdAllRunning  float64       `json:"coldStartAllRunningSeconds"`
 	ColdStartRSSMiB []float64     `json:"coldStartRSSMiB"`
+	// ColdMoved is how many clusters changed hands during the cold start;
+	// ColdMovedRunning how many of them after their manager had started.
+	ColdMoved        *int `json:"coldStartMoved,omitempty"`
+	ColdMovedRunning *int `json:"coldStartMovedRunning,omitempty"`
 	// ColdReplicaCPUPerSpawnMs is the replicas' CPU from their start until
 	// every manager ran, per cluster; Floor the bare-manager floor measured
 	// in the same run, to compare it with.

@@ -99,7 +99,7 @@ func (r *Runner) spawn(id string) (*replica, error) {
 		"--kubeconfig", kubeconfig, "--namespace", Namespace, "--replica-id", id,
 		"--replicate-kind", fleet.ExampleKind,
 		"--lease-duration", lease.String(), "--renew-deadline", renew.String(), "--retry-period", retry.String(),
-		"--probe-interval", "1s", "--shutdown-timeout", "20s", "--ownership-journal", base+".journal",
+		"--probe-interval", "1s", "--shutdown-timeout", "20s", "--expected-replicas", strconv.Itoa(r.o.Replicas), "--ownership-journal", base+".journal",
 		"--metrics-bind-address", metricsAddr, "--health-probe-bind-address", probe, "--zap-time-encoding", "rfc3339nano")
 	if v := os.Getenv("CLUSTERSHARD_DRILL_LOG_LEVEL"); v != "" {
 		cmd.Args = append(cmd.Args, "--zap-log-level", v)

@@ -126,6 +126,8 @@ type Runner struct {
 	// allOwned and startUp: from the replicas' start until every cluster
 	// Lease was held, and until every remote manager ran.
 	allOwned, startUp time.Duration
+	// coldMoves are the clusters that changed hands during the start-up.
+	coldMoves ColdStartMoves
 	// finalLeaks is the leak check (I4) of the replicas stopped at cleanup.
 	finalLeaks []string
 }
@@ -259,6 +261,11 @@ func (r *Runner) start(ctx context.Context) error {
 		return fmt.Errorf("initial settle: %w", err)
 	}
 	r.startUp = time.Since(started)
+	if js, err := r.journals(); err == nil {
+		r.coldMoves = coldStartMoves(js, time.Now())
+	}
+	r.logf("==> cold start: every cluster owned after %v, every manager running after %v; %d clusters changed hands meanwhile, %d of them after their manager had started",
+		r.allOwned.Round(time.Millisecond), r.startUp.Round(time.Millisecond), r.coldMoves.Moved, r.coldMoves.Running)
 	return nil
 }
 

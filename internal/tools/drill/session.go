@@ -54,6 +54,9 @@ func (s *Session) AllOwned() time.Duration { return s.r.allOwned }
 // StartUp is the time from the replicas' start until every manager ran.
 func (s *Session) StartUp() time.Duration { return s.r.startUp }
 
+// ColdStartMoves are the clusters that changed hands during the start-up.
+func (s *Session) ColdStartMoves() ColdStartMoves { return s.r.coldMoves }
+
 // Client is an admin client of the management cluster.
 func (s *Session) Client() client.Client { return s.r.c }
 
