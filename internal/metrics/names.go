@@ -16,6 +16,7 @@ var (
 		"clustershard_ownership_writes_total", "clustershard_remote_probe_failures_total",
 		"clustershard_replication_errors_total", "clustershard_helm_operations_total", "clustershard_remote_writes_in_doubt_total",
 		"clustershard_cluster_events_dropped_total", "clustershard_cluster_transfers_total", "clustershard_kubeconfig_changes_total",
+		"clustershard_handover_drains_total",
 	}
 	histograms = []string{
 		"clustershard_handover_duration_seconds", "clustershard_cluster_unmanaged_duration_seconds",

@@ -72,6 +72,8 @@ func handOverRow() row {
 			target{expr: `sum by (pod) (rate(clustershard_handover_duration_seconds_count[5m])) * 60`, legend: "{{pod}}"}),
 		timeSeriesPanel("Transfers by reason", "Changes of owner per minute, counted by the new owner, by why: Rebalance, Drain, Shutdown, Placement, CrashTakeover, Abandoned, FirstOwner. Each is also an OwnerChanged event on its RemoteCluster.", units.OpsPerMinute, 16,
 			target{expr: `sum by (reason) (rate(clustershard_cluster_transfers_total[5m])) * 60`, legend: "{{reason}}"}),
+		timeSeriesPanel("Hand-overs that waited for work under way", "Planned hand-overs that let an install, copy or status write on its way finish before fencing the cluster, per minute, by outcome: finished within --stop-timeout, or cut (the successor then recovers what it left; a HelmRecovered event says so).", units.OpsPerMinute, 8,
+			target{expr: `sum by (outcome) (rate(clustershard_handover_drains_total[5m])) * 60`, legend: "{{outcome}}"}),
 		timeSeriesPanel("Cordoned replicas", "Replicas kept out of the ring by clustershard drain or cordon: alive, owning nothing.", units.Short, 8,
 			target{expr: `sum(clustershard_replica_cordoned)`, legend: "cordoned"}),
 	}}
