@@ -54,6 +54,7 @@ func drillCommand() *cobra.Command {
 	fs.StringSliceVar(&o.Scenarios, "scenarios", drill.Scenarios, "Scenarios to run, in order.")
 	fs.BoolVar(&o.Churn, "churn", false, "Create, update and delete sources continuously during each fault.")
 	fs.BoolVar(&o.Helm, "helm", true, "Every cluster installs a small agent chart through spec.install.helm: Helm's remote writes are checked (I1), and each release must stay at revision 1 (I3).")
+	fs.DurationVar(&o.HelmHookDelay, "helm-hook-delay", 2*time.Second, "With --helm, each remote's admission holds the agent chart's post-install hook this long, so every install is on its way for seconds while replicas start, join and leave (0: installs as fast as the API server).")
 	fs.StringVar(&o.Dir, "keep-dir", "", "Keep replica logs, ownership journals and audit logs in this directory, which must be new or empty (journals are appended to).")
 	fs.StringVar(&report, "report", "", "Write the report as JSON to this file.")
 	fs.StringVar(&o.Binary, "replica-binary", "", "The clustershard binary the replicas run (default: clustershard next to this binary; an older build checks that a scenario catches its bug).")

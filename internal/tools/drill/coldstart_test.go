@@ -14,7 +14,7 @@ func TestColdStartMoves(t *testing.T) {
 	js := map[*replica][]shard.JournalEntry{
 		a: {
 			{Time: at(1), Event: shard.JournalOwned, Cluster: "x"}, {Time: at(2), Event: shard.JournalRunning, Cluster: "x"},
-			{Time: at(3), Event: shard.JournalReleasing, Cluster: "x"}, // moved after its manager ran
+			{Time: at(3), Event: shard.JournalReleasing, Cluster: "x"},                                                    // moved after its manager ran
 			{Time: at(1), Event: shard.JournalOwned, Cluster: "y"}, {Time: at(4), Event: shard.JournalLost, Cluster: "y"}, // moved before
 			{Time: at(1), Event: shard.JournalOwned, Cluster: "z"}, {Time: at(2), Event: shard.JournalRunning, Cluster: "z"},
 			{Time: at(50), Event: shard.JournalReleasing, Cluster: "z"}, // after the start-up ended

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/clustershard/clustershard/deploy"
+	"github.com/clustershard/clustershard/internal/test/admissionhook"
 	"github.com/clustershard/clustershard/internal/test/localcluster"
 	"github.com/clustershard/clustershard/internal/test/netproxy"
 	"github.com/clustershard/clustershard/internal/tools/fleet"
@@ -50,6 +51,10 @@ type Options struct {
 	// Helm makes every cluster install the fleet's agent chart through
 	// spec.install.helm, so Helm's remote writes are checked by I1 too.
 	Helm bool
+	// HelmHookDelay, with Helm, holds the agent chart's post-install hook
+	// this long in each remote's admission, so every install takes seconds
+	// and is still on its way when replicas start, join and leave.
+	HelmHookDelay time.Duration
 	// ReplicaArgs are added to every replica's command line (say
 	// --replicate-workers for a measurement).
 	ReplicaArgs []string
@@ -126,6 +131,8 @@ type Runner struct {
 	// allOwned and startUp: from the replicas' start until every cluster
 	// Lease was held, and until every remote manager ran.
 	allOwned, startUp time.Duration
+	// hook serves the webhook of HelmHookDelay.
+	hook *admissionhook.Server
 	// coldMoves are the clusters that changed hands during the start-up.
 	coldMoves ColdStartMoves
 	// finalLeaks is the leak check (I4) of the replicas stopped at cleanup.
@@ -220,6 +227,11 @@ func (r *Runner) start(ctx context.Context) error {
 		if fo.HelmChart, err = fleet.WriteAgentChart(r.dir); err != nil {
 			return err
 		}
+		if r.o.HelmHookDelay > 0 {
+			if err := r.slowInstalls(ctx, r.o.HelmHookDelay); err != nil {
+				return err
+			}
+		}
 	}
 	if r.moving {
 		fo.SharedNamespace = SharedNamespace
@@ -295,6 +307,9 @@ func (r *Runner) cleanup() error {
 	}
 	for _, p := range r.latency {
 		errs = append(errs, p.Close())
+	}
+	if r.hook != nil {
+		r.hook.Down()
 	}
 	if r.cp != nil {
 		errs = append(errs, r.cp.Stop())
