@@ -14,6 +14,12 @@
 // Lease is gone. The live members are the membership Leases not expired by
 // locally observed time (observer.go).
 //
+// Settle. At a cold start (no live replica holds a cluster Lease: the
+// fleet starts or restarts as a whole) a replica takes nothing until the
+// ring has ExpectedReplicas members, or its members stayed unchanged for
+// SettleWindow, or SettleTimeout passed (settle.go): replicas starting
+// together do not take clusters only to hand them over a second later.
+//
 // Assignment. A ring over the live members that are neither leaving nor
 // cordoned (ring.go: rendezvous hashing with bounded loads, as a stable
 // matching, honouring each cluster's placement) maps each
@@ -41,8 +47,15 @@
 //  2. Spawn after acquire, stop before release. The Handler's Acquired runs
 //     after the Lease is held; a remote manager runs only under a held
 //     Lease.
-//  3. Hand over by stop, then release. When the ring moves a cluster away,
-//     the owner stops its remote manager (bounded by StopTimeout), then
+//  3. Hand over by drain, stop, then release. When the ring moves a cluster
+//     away (or this replica shuts down or is cordoned), the owner first
+//     drains it (handover.go, drain): no new WithOwnership callback starts,
+//     and those already running (an install, a copy, a status write) finish
+//     within StopTimeout, their writes still passing the fence: the Lease
+//     is held and membership valid, so the work is still this replica's
+//     alone, and an install on its way ends deployed instead of cut. Then
+//     the fence closes, the owner stops its remote manager (bounded by
+//     StopTimeout), then
 //     releases the Lease, and the new owner, watching Leases, acquires it at
 //     once. Remote writes of the cluster still on their way are waited for,
 //     within the same bound. If the stop times out, or a write to the

@@ -15,10 +15,10 @@ import (
 // that the Lease still names the writer.
 type work struct {
 	entered, release, done chan struct{}
-	writes, refusals    atomic.Int64
-	lastAllowed         atomic.Int64 // UnixNano of the last allowed write
-	violation           atomic.Value // string
-	err                 error
+	writes, refusals       atomic.Int64
+	lastAllowed            atomic.Int64 // UnixNano of the last allowed write
+	violation              atomic.Value // string
+	err                    error
 }
 
 func startWork(t *testing.T, in *instance, ns, cluster string, tr *tracker) *work {
