@@ -130,7 +130,7 @@ func (c *Coordinator) handOver(ctx context.Context, name string, deleted bool, r
 	go func() {
 		defer close(finished)
 		c.drain(ctx, name, st)
-		if c.setPhase(name, phaseDraining, phaseReleasing) == nil {
+		if !c.advance(name, st, phaseDraining, phaseReleasing) {
 			return // lost while draining: lose stops it and never releases
 		}
 		c.o.journal(c.o.Clock.Now(), JournalReleasing, name) // no new write starts after this
@@ -275,6 +275,18 @@ func (c *Coordinator) setPhase(name string, from, to phase) *cluster {
 	}
 	st.phase = to
 	return st
+}
+
+// advance moves st, if it is still the cluster's state, from one phase to
+// another, and reports whether it did.
+func (c *Coordinator) advance(name string, st *cluster, from, to phase) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.clusters[name] != st || st.phase != from {
+		return false
+	}
+	st.phase = to
+	return true
 }
 
 func (c *Coordinator) done(name string, st *cluster) {
