@@ -95,9 +95,10 @@ func TestHandOverDrainsWorkUnderWay(t *testing.T) {
 	if err := in["a"].c.WithOwnership(short, func() error { return nil }); !errors.Is(err, shard.ErrNotOwner) {
 		t.Fatalf("a new callback during the drain: %v, want ErrNotOwner", err)
 	}
-	before := finishes.writes.Load()
-	time.Sleep(time.Second)
-	if finishes.writes.Load() <= before || finishes.refusals.Load() > 0 {
+	// 25 more fence checks (at 20 ms each) while the drain lasts.
+	before := finishes.writes.Load() + finishes.refusals.Load()
+	eventuallyTrue(t, func() bool { return finishes.writes.Load()+finishes.refusals.Load() >= before+25 }, "the work under way going on during the drain")
+	if finishes.refusals.Load() > 0 {
 		t.Fatalf("the work under way was fenced during the drain: %d writes, %d refused", finishes.writes.Load(), finishes.refusals.Load())
 	}
 	if h := holders(t, ns)[short]; h != "a" {
@@ -112,7 +113,9 @@ func TestHandOverDrainsWorkUnderWay(t *testing.T) {
 	// long outlasts the stop timeout (2 s): fenced then, its Lease abandoned.
 	eventuallyTrue(t, func() bool { return outlasts.refusals.Load() > 0 }, "the work on "+long+" fenced once the drain was cut")
 	fencedAt := time.Now()
-	time.Sleep(500 * time.Millisecond)
+	// 25 more fence checks after the first refusal: none may be allowed.
+	refused := outlasts.refusals.Load()
+	eventuallyTrue(t, func() bool { return outlasts.refusals.Load() >= refused+25 }, "the fenced work asking the fence again")
 	if last := time.Unix(0, outlasts.lastAllowed.Load()); last.After(fencedAt) {
 		t.Fatalf("a write of %s was allowed at %v, after the fence closed at %v", long, last, fencedAt)
 	}
@@ -124,6 +127,46 @@ func TestHandOverDrainsWorkUnderWay(t *testing.T) {
 		if v, _ := w.violation.Load().(string); v != "" {
 			t.Fatal(v)
 		}
+	}
+	if v := tr.check(); len(v) > 0 {
+		t.Fatalf("overlaps: %v", v)
+	}
+}
+
+// A membership lapse while a cluster is drained turns the hand-over into a
+// loss: the work under way is fenced at the renew deadline (no write allowed
+// once the Lease may be taken), the Lease is never released under it, and
+// the new owner takes the cluster only after it expired. The overlap
+// tracker and the callback's own check are on throughout.
+func TestLapseDuringDrain(t *testing.T) {
+	ns := namespace(t, "drain-lapse")
+	clusters := names(8)
+	tr := newTracker()
+	in := map[string]*instance{"a": startInstance(t, ns, "a", clusters, trackingHandler{"a", tr})}
+	settled(t, tr, ns, expected(t, []string{"a"}, clusters), in, 30*time.Second)
+	want := expected(t, []string{"a", "b"}, clusters)
+	var moving string
+	for _, c := range clusters {
+		if want[c] == "b" {
+			moving = c
+			break
+		}
+	}
+	w := startWork(t, in["a"], ns, moving, tr)
+	in["b"] = startInstance(t, ns, "b", clusters, trackingHandler{"b", tr})
+	eventuallyTrue(t, func() bool { return !in["a"].c.Owns(moving) }, "a draining "+moving)
+	resume := in["a"].c.Pause()
+	paused := time.Now()
+	eventuallyTrue(t, func() bool { return w.refusals.Load() > 0 }, "the drained work fenced by the lapse")
+	if last := time.Unix(0, w.lastAllowed.Load()); last.Sub(paused) > renewDeadline {
+		t.Fatalf("a write was allowed %v after the last renewal could have been sent, past the renew deadline %v", last.Sub(paused), renewDeadline)
+	}
+	close(w.release)
+	<-w.done
+	resume()
+	settled(t, tr, ns, want, in, 2*leaseDuration+10*time.Second)
+	if v, _ := w.violation.Load().(string); v != "" {
+		t.Fatal(v)
 	}
 	if v := tr.check(); len(v) > 0 {
 		t.Fatalf("overlaps: %v", v)

@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	"github.com/clustershard/clustershard/shard"
 )
 
@@ -23,7 +26,7 @@ func (h countingHandler) Acquired(ctx context.Context, cluster string) {
 	h.trackingHandler.Acquired(ctx, cluster)
 }
 
-// Replicas that start together, one every 400 ms, take no cluster before the
+// Replicas that start together, each once the one before has joined, take no cluster before the
 // ring settles: every cluster is started exactly once, on the replica of the
 // final ring, whether the settle ends by the expected replica count or by
 // the ring staying unchanged for the settle window. A replica joining the
@@ -45,7 +48,9 @@ func TestColdStartSettles(t *testing.T) {
 				in[id] = startInstanceWith(t, ns, id, clusters, countingHandler{trackingHandler{id, tr}, &mu, starts}, nil, func(o *shard.Options) {
 					o.ExpectedReplicas = tc.expected
 				})
-				time.Sleep(400 * time.Millisecond)
+				// The next starts once this one is a member: replicas
+				// join one after another, as StatefulSet pods come up.
+				eventuallyTrue(t, func() bool { return memberHeld(t, ns, id) }, id+" a member")
 			}
 			settled(t, tr, ns, expected(t, []string{"a", "b", "c"}, clusters), in, 30*time.Second)
 			t.Logf("settled %v after the first start", time.Since(began).Round(time.Millisecond))
@@ -67,4 +72,14 @@ func TestColdStartSettles(t *testing.T) {
 			t.Logf("a joining replica took its share %v after it started", time.Since(joined).Round(time.Millisecond))
 		})
 	}
+}
+
+// memberHeld reports whether replica id holds its membership Lease in ns.
+func memberHeld(t *testing.T, ns, id string) bool {
+	t.Helper()
+	var l coordinationv1.Lease
+	if err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: shard.MemberLeaseName(id)}, &l); err != nil {
+		return false
+	}
+	return l.Spec.HolderIdentity != nil && shard.HolderName(*l.Spec.HolderIdentity) == id
 }

@@ -46,6 +46,7 @@ const (
 type proc struct {
 	cmd    *exec.Cmd
 	exited chan struct{}
+	log    string // the file its output goes to
 }
 
 func build(t *testing.T) string {
@@ -81,7 +82,7 @@ func start(t *testing.T, bin, kubeconfig, id string, extra ...string) *proc {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p := &proc{cmd: cmd, exited: make(chan struct{})}
+	p := &proc{cmd: cmd, exited: make(chan struct{}), log: logf.Name()}
 	go func() { _ = cmd.Wait(); _ = logf.Close(); close(p.exited) }()
 	t.Cleanup(func() {
 		_ = cmd.Process.Signal(syscall.SIGKILL)

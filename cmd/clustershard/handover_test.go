@@ -3,6 +3,7 @@ package main_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -15,7 +16,6 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -195,6 +195,43 @@ func installedOn(t *testing.T, cluster, owner string) *metav1.Condition {
 	return installed
 }
 
+// inFlight starts replicas ids, creates the slow cluster named ns whose
+// install its release namespace ns holds, and returns the replicas and the
+// one that owns the cluster once its install is on its way.
+func inFlight(t *testing.T, hook *slowHook, bin, kc string, ids []string, ns string) (map[string]*proc, string) {
+	t.Helper()
+	procs := map[string]*proc{}
+	for _, id := range ids {
+		procs[id] = start(t, bin, kc, id)
+	}
+	arrived := hook.arm(ns)
+	slowCluster(t, ns, ns)
+	<-arrived
+	from := holders(t)[ns]
+	if !slices.Contains(ids, from) {
+		t.Fatalf("%s held by %q, want one of %v", ns, from, ids)
+	}
+	return procs, from
+}
+
+// draining waits until replica p's log says it is letting the work under
+// way on cluster finish before it hands the cluster over.
+func draining(t *testing.T, p *proc, cluster string) {
+	t.Helper()
+	poll(t, 30*time.Second, "the old owner draining "+cluster, func() bool {
+		b, err := os.ReadFile(p.log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.Contains(l, "Letting the work under way finish") && strings.Contains(l, `"cluster":"`+cluster+`"`) {
+				return true
+			}
+		}
+		return false
+	})
+}
+
 // TestHelmInstallInFlightAtHandOver cuts a Helm install that is on its way
 // (its post-install hook held by a remote webhook) by each kind of
 // hand-over, with real replica processes: a SIGTERM, a scale-out and a
@@ -208,7 +245,6 @@ func TestHelmInstallInFlightAtHandOver(t *testing.T) {
 	kc := managementKubeconfig(t)
 	namespaces := []string{"slow-term", "slow-scale", "slow-cordon", "slow-kill"}
 	hook := newSlowHook(t, namespaces...)
-	owner := func(t *testing.T, cluster string) string { return holders(t)[cluster] }
 	other := func(pair []string, one string) string {
 		if pair[0] == one {
 			return pair[1]
@@ -247,19 +283,12 @@ func TestHelmInstallInFlightAtHandOver(t *testing.T) {
 
 	t.Run("SIGTERM", func(t *testing.T) {
 		ids := []string{"ht-0", "ht-1"}
-		procs := map[string]*proc{ids[0]: start(t, bin, kc, ids[0]), ids[1]: start(t, bin, kc, ids[1])}
+		procs, from := inFlight(t, hook, bin, kc, ids, "slow-term")
 		defer stopAll(t, procs)
-		arrived := hook.arm("slow-term")
-		slowCluster(t, "slow-term", "slow-term")
-		<-arrived
-		from := owner(t, "slow-term")
-		if !slices.Contains(ids, from) {
-			t.Fatalf("slow-term held by %q", from)
-		}
 		if err := procs[from].cmd.Process.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(1500 * time.Millisecond) // the install stays on its way through the shutdown's start
+		draining(t, procs[from], "slow-term")
 		hook.let("slow-term")
 		<-procs[from].exited
 		delete(procs, from)
@@ -293,31 +322,23 @@ func TestHelmInstallInFlightAtHandOver(t *testing.T) {
 		arrived := hook.arm("slow-scale")
 		slowCluster(t, "slow-scale", "slow-scale")
 		<-arrived
-		if got := owner(t, "slow-scale"); got != first {
+		if got := holders(t)["slow-scale"]; got != first {
 			t.Fatalf("slow-scale held by %q, want %s", got, first)
 		}
 		procs[second] = start(t, bin, kc, second)
-		poll(t, 30*time.Second, second+" live", func() bool { return len(holders(t)) > 0 && memberLive(t, second) })
-		time.Sleep(1500 * time.Millisecond) // the first sees the second and begins the hand-over meanwhile
+		draining(t, procs[first], "slow-scale")
 		hook.let("slow-scale")
 		planned(t, "slow-scale", "slow-scale", second)
 	})
 
 	t.Run("Cordon", func(t *testing.T) {
 		ids := []string{"hc-0", "hc-1"}
-		procs := map[string]*proc{ids[0]: start(t, bin, kc, ids[0]), ids[1]: start(t, bin, kc, ids[1])}
+		procs, from := inFlight(t, hook, bin, kc, ids, "slow-cordon")
 		defer stopAll(t, procs)
-		arrived := hook.arm("slow-cordon")
-		slowCluster(t, "slow-cordon", "slow-cordon")
-		<-arrived
-		from := owner(t, "slow-cordon")
-		if !slices.Contains(ids, from) {
-			t.Fatalf("slow-cordon held by %q", from)
-		}
 		if out, err := exec.Command(bin, "cordon", from, "--kubeconfig", kc, "--namespace", ns0).CombinedOutput(); err != nil {
 			t.Fatalf("cordon: %v\n%s", err, out)
 		}
-		time.Sleep(1500 * time.Millisecond)
+		draining(t, procs[from], "slow-cordon")
 		hook.let("slow-cordon")
 		planned(t, "slow-cordon", "slow-cordon", other(ids, from))
 		if out, err := exec.Command(bin, "uncordon", from, "--kubeconfig", kc, "--namespace", ns0).CombinedOutput(); err != nil {
@@ -327,15 +348,8 @@ func TestHelmInstallInFlightAtHandOver(t *testing.T) {
 
 	t.Run("SIGKILL", func(t *testing.T) {
 		ids := []string{"hk-0", "hk-1"}
-		procs := map[string]*proc{ids[0]: start(t, bin, kc, ids[0]), ids[1]: start(t, bin, kc, ids[1])}
+		procs, from := inFlight(t, hook, bin, kc, ids, "slow-kill")
 		defer stopAll(t, procs)
-		arrived := hook.arm("slow-kill")
-		slowCluster(t, "slow-kill", "slow-kill")
-		<-arrived
-		from := owner(t, "slow-kill")
-		if !slices.Contains(ids, from) {
-			t.Fatalf("slow-kill held by %q", from)
-		}
 		if err := procs[from].cmd.Process.Signal(syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
@@ -362,14 +376,4 @@ func TestHelmInstallInFlightAtHandOver(t *testing.T) {
 		})
 		t.Logf("slow-kill: Installed: %s", installed.Message)
 	})
-}
-
-// memberLive reports whether replica id's membership Lease is held.
-func memberLive(t *testing.T, id string) bool {
-	t.Helper()
-	var l coordinationv1.Lease
-	if err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: ns0, Name: shard.MemberLeaseName(id)}, &l); err != nil {
-		return false
-	}
-	return l.Spec.HolderIdentity != nil && strings.HasPrefix(*l.Spec.HolderIdentity, id)
 }
