@@ -108,7 +108,7 @@ test: controlplane promtool ## Run the whole test suite against a real local con
 FUZZ_TARGETS := ./internal/remote:FuzzParse ./internal/remote:FuzzParseKeepsSecrets \
   ./internal/remotecopy:FuzzParseKind ./internal/remotecopy:FuzzMirrorStatus \
   ./shard:FuzzClusterLeaseName ./internal/helmrelease:FuzzParseValues
-FUZZ_SMOKE ?= 4s
+FUZZ_SMOKE ?= 4000x
 FUZZTIME ?= 10m
 
 .PHONY: fuzz
