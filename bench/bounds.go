@@ -17,7 +17,7 @@ func bounds(p func(string, ...any), r *Results) {
 	p("")
 	cpus := float64(max(r.Machine.CPUs, 1))
 	for _, h := range r.Handover {
-		if h.Met || h.Fault == "SIGKILL" || h.Moved == 0 {
+		if h.Met || h.Baseline || h.Fault == "SIGKILL" || h.Moved == 0 {
 			continue
 		}
 		var spawnMs float64
@@ -33,7 +33,7 @@ func bounds(p func(string, ...any), r *Results) {
 			h.Fault, h.P99, h.Target, h.Moved, receivers, remotecluster.DefaultWorkers, spawnMs, rounds, rounds*spawnMs/1000)
 	}
 	for _, h := range r.Handover {
-		if h.Met || h.Fault != "SIGKILL" {
+		if h.Met || h.Baseline || h.Fault != "SIGKILL" {
 			continue
 		}
 		p("- **Take-over after SIGKILL** (max %.2f s against %s): the survivors wait out the dead replica's membership (the lease duration by their own clocks, plus the retry period that notices it), then spawn %d clusters as above.", h.Max, h.Target, h.Moved)

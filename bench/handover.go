@@ -52,6 +52,9 @@ func handovers(ctx context.Context, o drill.Options, logf func(string, ...any)) 
 			}
 		}
 		h.P50, h.P99, h.Max = quantile(h.Gaps, 0.5), quantile(h.Gaps, 0.99), quantile(h.Gaps, 1)
+		if span, err := s.Span(clusters, since); err == nil {
+			h.Span = round(span.Seconds(), 3)
+		}
 		h.Steps = stepMeans(stepsBefore, after)
 		h.CPU, h.CPUPerSpawnMs = cpu, map[string]float64{}
 		for class, sec := range cpu {
@@ -66,7 +69,7 @@ func handovers(ctx context.Context, o drill.Options, logf func(string, ...any)) 
 			h.Met = false
 			h.Target += fmt.Sprintf(" (only %d of %d moved clusters measured)", len(h.Gaps), len(clusters))
 		}
-		logf("  %s: %d moved, gap p50 %.3fs p99 %.3fs max %.3fs (%s: met=%v)", fault, len(clusters), h.P50, h.P99, h.Max, h.Target, h.Met)
+		logf("  %s: %d moved, gap p50 %.3fs p99 %.3fs max %.3fs, all moved after %.3fs (%s: met=%v)", fault, len(clusters), h.P50, h.P99, h.Max, h.Span, h.Target, h.Met)
 		out = append(out, h)
 		return nil
 	}

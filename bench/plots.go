@@ -57,7 +57,7 @@ func Plots(r *Results, dir string) (map[string]string, error) {
 				return nil, err
 			}
 			p.Add(b)
-			names = append(names, h.Fault)
+			names = append(names, h.Name())
 		}
 		p.NominalX(names...)
 		if err := save("handover", p); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -31,6 +32,10 @@ type Config struct {
 	// HandoverClusters is M of scenario 2; Lease the replicas' lease.
 	HandoverClusters int
 	Lease            time.Duration
+	// HandoverBaseline runs scenario 2 a second time with the same build
+	// and no hand-over window (--handover-window=0), the baseline of the
+	// window's pacing.
+	HandoverBaseline bool
 	// BalanceClusters, RingReplicas and LiveReplicas size scenario 3.
 	BalanceClusters int
 	RingReplicas    []int
@@ -67,7 +72,7 @@ func Default(binary string) Config {
 	return Config{
 		Binary: binary, Scenarios: AllScenarios,
 		WriteCostSizes: []int{100, 1000, 5000}, BaselineMax: 1000, Window: 30 * time.Second,
-		HandoverClusters: 300, Lease: 4 * time.Second,
+		HandoverClusters: 300, Lease: 4 * time.Second, HandoverBaseline: true,
 		BalanceClusters: 1000, RingReplicas: []int{3, 5, 10}, LiveReplicas: []int{3, 5},
 		MemorySizes: []int{0, 100, 500, 1000}, ColdStartClusters: 1000, Idle: 10 * time.Second,
 		ReplicationClusters: 100, ReplicationObjects: 20, ChurnRate: 50, ChurnObjects: 1000,
@@ -110,6 +115,18 @@ func Run(ctx context.Context, c Config) *Results {
 		res.Handover = h
 		if err != nil {
 			fail("handover", err)
+		}
+		if c.HandoverBaseline {
+			logf("==> 2. hand-over gaps at M=%d, baseline: the same build without the hand-over window (--handover-window=0)", c.HandoverClusters)
+			o.ReplicaArgs = append(slices.Clone(o.ReplicaArgs), "--handover-window=0")
+			h, err := handovers(ctx, o, logf)
+			for i := range h {
+				h[i].Baseline = true
+			}
+			res.Handover = append(res.Handover, h...)
+			if err != nil {
+				fail("handover baseline", err)
+			}
 		}
 	}
 	if want["memory"] {

@@ -85,6 +85,11 @@ type Coordinator struct {
 	// doubt are the remote writes per cluster that may still land (see
 	// WriteBegan): their Lease is abandoned, never released.
 	doubt map[string]*writeDoubt
+	// letGo are the clusters handed over whose new manager is not seen
+	// running yet (window.go); windowLifted ends the window's pacing (a
+	// shutdown running out of time).
+	letGo        map[string]letGo
+	windowLifted atomic.Bool
 }
 
 // New returns a Coordinator; Run starts it.
@@ -99,7 +104,7 @@ func New(o Options) (*Coordinator, error) {
 		limit:    rate.NewLimiter(rate.Limit(o.MovesPerSecond), max(1, int(o.MovesPerSecond))),
 		kick:     make(chan struct{}, 1),
 		clusters: map[string]*cluster{}, notStopped: map[string]bool{}, timings: map[string]string{}, acquireErr: map[string]error{},
-		doubt: map[string]*writeDoubt{}, wanted: map[string]time.Time{},
+		doubt: map[string]*writeDoubt{}, wanted: map[string]time.Time{}, letGo: map[string]letGo{},
 	}
 	c.member = &membership{o: &c.o, onLapse: c.Kick, writes: func(verb string) { c.countWrite(verb, "membership") }}
 	c.o.Logger = c.log

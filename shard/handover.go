@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -50,6 +51,11 @@ func (c *Coordinator) ManagerRunning(name string) {
 	}
 	c.mu.Unlock()
 	if tr != nil {
+		if tr.From != "" && slices.Contains(releaseReasons, tr.Reason) {
+			// The previous owner let go of it and paces its next
+			// hand-overs by this mark (window.go).
+			go c.markRunning(name)
+		}
 		if !unmanaged.IsZero() {
 			tr.WithoutManager = max(c.o.Clock.Since(unmanaged), 0)
 		}
@@ -113,9 +119,12 @@ func (c *Coordinator) stop(ctx context.Context, name string, st *cluster) error 
 	return errors.Join(lost, <-drained)
 }
 
-// handOver applies rule 3: stop (bounded), then release the Lease, or leave
-// it abandoned to expire when the stop timed out.
-func (c *Coordinator) handOver(ctx context.Context, name string, deleted bool, reason string, successor bool) <-chan struct{} {
+// handOver applies rule 3: drain, stop (bounded), then release the Lease,
+// or leave it abandoned to expire when the stop timed out. to is the
+// successor the ring names ("" for none or unknown), whose hand-over window
+// (window.go) the cluster counts against until it runs there; successor
+// says whether any replica will take the cluster.
+func (c *Coordinator) handOver(ctx context.Context, name string, deleted bool, reason, to string, successor bool) <-chan struct{} {
 	finished := make(chan struct{})
 	if brokenHandOver && c.Owns(name) {
 		c.releaseLease(ctx, name, false, deleted, reason) // release before stop: wrong on purpose
@@ -126,7 +135,8 @@ func (c *Coordinator) handOver(ctx context.Context, name string, deleted bool, r
 		close(finished)
 		return finished
 	}
-	c.log.Info("Handing cluster over", "cluster", name, "reason", reason)
+	c.lettingGo(name, to)
+	c.log.Info("Handing cluster over", "cluster", name, "reason", reason, "successor", to)
 	go func() {
 		defer close(finished)
 		c.drain(ctx, name, st)
@@ -264,6 +274,9 @@ func (c *Coordinator) releaseLease(ctx context.Context, name string, abandon, re
 		return
 	}
 	c.o.journal(c.o.Clock.Now(), JournalReleased, name)
+	if !abandon && !remove {
+		c.releasedLease(name)
+	}
 }
 
 func (c *Coordinator) setPhase(name string, from, to phase) *cluster {

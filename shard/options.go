@@ -74,6 +74,19 @@ type Options struct {
 	// MovesPerSecond rate-limits hand-overs during rebalancing (default 10);
 	// graceful shutdown hands everything over at once.
 	MovesPerSecond float64
+	// HandoverWindow paces planned hand-overs (rebalancing, cordon,
+	// shutdown): this replica lets go of at most that many clusters per
+	// successor whose new manager it has not yet seen running (the
+	// successor marks the Lease, v1alpha1.ManagerRunningAnnotation), so a
+	// cluster waits for its successor's spawn alone, not behind a queue of
+	// spawns, while the clusters not yet let go keep running here (default
+	// DefaultHandoverWindow; negative: no window). A cluster let go counts
+	// against the window for at most HandoverWindowTimeout (default
+	// StopTimeout / 2), so a successor that never marks (an older version,
+	// a remote that does not answer) slows the hand-over without stalling
+	// it. Graceful shutdown lifts the window after half its timeout.
+	HandoverWindow        int
+	HandoverWindowTimeout time.Duration
 	// CatchUpTimeout bounds how long a joining replica reports not ready
 	// while it has not yet acquired every cluster the ring assigns to it
 	// (default 2 × LeaseDuration): a StatefulSet rollout waits for each new
@@ -102,6 +115,7 @@ const (
 	DefaultRetryPeriod    = 2 * time.Second
 	DefaultStopTimeout    = 10 * time.Second
 	DefaultMovesPerSecond = 10
+	DefaultHandoverWindow = 8
 )
 
 func (o *Options) defaults() error {
@@ -145,6 +159,15 @@ func (o *Options) defaults() error {
 	}
 	if o.StopTimeout == 0 {
 		o.StopTimeout = DefaultStopTimeout
+	}
+	if o.HandoverWindow == 0 {
+		o.HandoverWindow = DefaultHandoverWindow
+	}
+	if o.HandoverWindowTimeout == 0 {
+		o.HandoverWindowTimeout = o.StopTimeout / 2
+	}
+	if o.HandoverWindowTimeout < 0 {
+		errs = append(errs, fmt.Errorf("hand-over window timeout %v must not be negative", o.HandoverWindowTimeout))
 	}
 	if o.CatchUpTimeout == 0 {
 		o.CatchUpTimeout = 2 * o.LeaseDuration

@@ -13,18 +13,22 @@ import (
 	"github.com/clustershard/clustershard/api/v1alpha1"
 )
 
-// shutdown applies rule 5: leave the ring, hand over every cluster at once,
-// then return so membership is released.
+// shutdown applies rule 5: leave the ring, hand every cluster over, then
+// return so membership is released. The coordinator's passes go on meanwhile
+// (this replica out of its own ring), so the hand-overs are paced by each
+// successor's window (window.go) and the clusters not yet let go keep
+// running here; after half of ctx's time, or when passes cannot read the
+// Leases, what is left is handed over at once.
 func (c *Coordinator) shutdown(ctx context.Context) error {
 	if c.crashed.Load() {
 		return nil
 	}
 	c.mu.Lock()
 	c.leaving = true
-	var owned []string
-	for n, st := range c.clusters {
+	owned := 0
+	for _, st := range c.clusters {
 		if st.phase == phaseOwned {
-			owned = append(owned, n)
+			owned++
 		}
 	}
 	c.mu.Unlock()
@@ -37,21 +41,21 @@ func (c *Coordinator) shutdown(ctx context.Context) error {
 	}); err != nil {
 		c.log.Error(err, "Cannot mark membership as leaving")
 	}
-	successor := c.successor()
-	c.log.Info("Shutting down: handing every cluster over", "clusters", len(owned), "successor", successor)
-	var waits []<-chan struct{}
-	for _, n := range owned {
-		waits = append(waits, c.handOver(ctx, n, false, v1alpha1.TransferShutdown, successor))
+	c.log.Info("Shutting down: handing every cluster over", "clusters", owned, "successor", c.successor(), "window", c.o.HandoverWindow)
+	lift := time.Now().Add(time.Duration(1<<62 - 1))
+	if deadline, ok := ctx.Deadline(); ok {
+		lift = time.Now().Add(time.Until(deadline) / 2)
 	}
-	for _, w := range waits {
-		select {
-		case <-w:
-		case <-ctx.Done():
-			return fmt.Errorf("hand-over did not finish: %w", ctx.Err())
-		}
-	}
-	// Wait for hand-overs started before shutdown.
+	tick := time.NewTicker(min(c.o.RetryPeriod/4, 250*time.Millisecond))
+	defer tick.Stop()
 	for {
+		if time.Now().After(lift) && !c.windowLifted.Swap(true) {
+			c.log.Info("Half the shutdown timeout passed: handing over every cluster left at once")
+		}
+		c.step(ctx)
+		if c.windowLifted.Load() {
+			c.handOverAll(ctx)
+		}
 		c.mu.Lock()
 		n := len(c.clusters)
 		c.mu.Unlock()
@@ -61,8 +65,26 @@ func (c *Coordinator) shutdown(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("hand-over did not finish: %w", ctx.Err())
-		case <-time.After(20 * time.Millisecond):
+		case <-c.kick:
+		case <-tick.C:
 		}
+	}
+}
+
+// handOverAll starts the hand-over of every cluster still owned (a
+// shutdown's last resort: the passes could not, or time runs out).
+func (c *Coordinator) handOverAll(ctx context.Context) {
+	var owned []string
+	c.mu.Lock()
+	for n, st := range c.clusters {
+		if st.phase == phaseOwned {
+			owned = append(owned, n)
+		}
+	}
+	c.mu.Unlock()
+	successor := c.successor()
+	for _, n := range owned {
+		c.handOver(ctx, n, false, v1alpha1.TransferShutdown, "", successor)
 	}
 }
 

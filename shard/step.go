@@ -148,6 +148,7 @@ func (c *Coordinator) observe(ctx context.Context) (*reading, bool) {
 		}
 	}
 	c.obs.absent(leases, o.now)
+	c.retire(leases, o.now)
 	for _, l := range leases {
 		c.obs.observe(l, o.now)
 		if h, cl := holderOf(l), LeaseCluster(l); h != "" && cl != "" {
@@ -236,6 +237,8 @@ func noRing(o *reading) string {
 func handoverReason(o *reading, n, self, to string) string {
 	pl := o.placements[n]
 	switch {
+	case o.selfLeaving:
+		return v1alpha1.TransferShutdown
 	case o.selfCordoned:
 		return v1alpha1.TransferDrain
 	case pl.Pin != "" && pl.Pin == to, slices.Contains(pl.Avoid, self):
@@ -261,9 +264,14 @@ func (c *Coordinator) apply(ctx context.Context, o *reading, p *plan) {
 		c.lose(ctx, n, "Lease changed by someone else")
 	}
 	for _, n := range p.handovers {
-		if !o.exists[n] || c.limit.Allow() {
-			c.handOver(ctx, n, !o.exists[n], p.why[n], p.assign[n] != "")
+		// A deleted cluster goes at once. Others wait for room in their
+		// successor's hand-over window (window.go), then, while
+		// rebalancing, for the moves rate limit; a shutdown is not rate
+		// limited.
+		if o.exists[n] && (!c.windowAllows(p.assign[n]) || (!o.selfLeaving && !c.limit.Allow())) {
+			continue
 		}
+		c.handOver(ctx, n, !o.exists[n], p.why[n], p.assign[n], p.assign[n] != "")
 	}
 	c.sweep(ctx, o.leases, p.assign, o.exists, o.active())
 	if o.active() && !o.inRing() {

@@ -44,6 +44,14 @@ const (
 	// duration unchanged: that replica may still run the cluster.
 	ReleasedByAnnotation = "clustershard.io/released-by"
 
+	// ManagerRunningAnnotation on a held cluster Lease names the holder
+	// (name@incarnation) once its remote manager for the cluster runs. A
+	// releasing replica paces its hand-overs by it (shard.Options
+	// HandoverWindow): it lets go of the next cluster for a successor only
+	// when the successor runs the ones it took. A value that is not the
+	// Lease's holder says nothing.
+	ManagerRunningAnnotation = "clustershard.io/manager-running"
+
 	// IncarnationAnnotation on a held cluster Lease names the holder's
 	// incarnation; spec.holderIdentity keeps the bare replica name, which
 	// replicas of versions without incarnations read as a live holder.

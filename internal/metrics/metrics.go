@@ -91,6 +91,19 @@ var (
 		Name: "clustershard_handover_drains_total",
 		Help: "Planned hand-overs that waited for the work under way on the cluster (installs, copies, status writes) before fencing it, by outcome: finished (within the stop timeout) or cut (still running then; the successor recovers what it left).",
 	}, []string{"outcome"})
+	// HandoverWindow is how many clusters this replica let go of whose
+	// successor's manager it has not seen running yet (shard.Options
+	// HandoverWindow paces planned hand-overs by it).
+	HandoverWindow = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "clustershard_handover_window_clusters",
+		Help: "Clusters this replica is handing over or let go of whose new manager it has not yet seen running on the successor; at most --handover-window per successor.",
+	})
+	// HandoverWindowTimeouts counts the clusters let go whose successor did
+	// not mark its manager running within --handover-window-timeout.
+	HandoverWindowTimeouts = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "clustershard_handover_window_timeouts_total",
+		Help: "Clusters this replica let go of whose successor did not show its manager running within --handover-window-timeout (an older successor, a remote that does not answer, a spawn that failed); the next hand-over went ahead without it.",
+	})
 	// HandoverDuration is the time from the moment this replica saw a cluster
 	// assigned to it until its remote manager was spawned here.
 	HandoverDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
@@ -172,7 +185,7 @@ const (
 func Collectors() []prometheus.Collector {
 	return []prometheus.Collector{
 		RingMembers, OwnedClusters, Clusters, UnownedClusters, Fenced, MembershipRenewFailures, LeaseTransitions, Transfers, Cordoned, CredentialRotations,
-		OwnershipWrites, HandoverDrains, HandoverDuration, SpawnStepDuration, UnmanagedDuration, RemoteManagers, RemoteProbeDuration, RemoteProbeFailures,
+		OwnershipWrites, HandoverDrains, HandoverWindow, HandoverWindowTimeouts, HandoverDuration, SpawnStepDuration, UnmanagedDuration, RemoteManagers, RemoteProbeDuration, RemoteProbeFailures,
 		ReplicatedObjects, ReplicationLag, ReplicationErrors, HelmOperations, RemoteWritesInDoubt, RemoteUnfenced,
 		ClusterEventsDropped,
 	}
@@ -201,7 +214,7 @@ func initLabels() {
 	for _, v := range []string{"create", "update", "patch"} {
 		OwnershipWrites.WithLabelValues(v, "membership")
 	}
-	for _, v := range []string{"create", "update", "delete"} {
+	for _, v := range []string{"create", "update", "patch", "delete"} {
 		OwnershipWrites.WithLabelValues(v, "cluster")
 	}
 	for _, s := range []string{SpawnProbe, SpawnEpoch, SpawnInstall, SpawnStart} {

@@ -126,6 +126,7 @@ func (o *options) run(ctx context.Context) error {
 			LeaseDuration: o.leaseDuration, RenewDeadline: o.renewDeadline, RetryPeriod: o.retryPeriod,
 			StopTimeout: o.stopTimeout, MovesPerSecond: o.movesPerSecond, CatchUpTimeout: o.catchUpTimeout,
 			ExpectedReplicas: o.expectedReplicas, SettleWindow: o.settleWindow, SettleTimeout: o.settleTimeout,
+			HandoverWindow: handoverWindow(o.handoverWindow), HandoverWindowTimeout: o.handoverWindowWait,
 			Ring:    shard.RingOptions{LoadFactor: o.ringLoadFactor},
 			Journal: journal,
 		},

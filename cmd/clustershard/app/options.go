@@ -39,6 +39,8 @@ type options struct {
 	settleWindow       time.Duration
 	settleTimeout      time.Duration
 	movesPerSecond     float64
+	handoverWindow     int
+	handoverWindowWait time.Duration
 	ringVNodes         int
 	ringLoadFactor     float64
 	clientQPS          float32
@@ -97,6 +99,8 @@ func (o *options) addRun(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.stopTimeout, "stop-timeout", d.Shard.StopTimeout, "Bound of one remote manager's stop (its controllers' graceful shutdown included) on hand-over and on the replica's exit.")
 	fs.DurationVar(&o.cleanupTimeout, "cleanup-timeout", d.CleanupTimeout, "How long a deleted RemoteCluster with cleanupPolicy Delete retries its remote cleanup before it is let go without it (a CleanupAbandoned event names what was left).")
 	fs.Float64Var(&o.movesPerSecond, "moves-per-second", d.Shard.MovesPerSecond, "Rate limit of hand-overs while rebalancing.")
+	fs.IntVar(&o.handoverWindow, "handover-window", shard.DefaultHandoverWindow, "Planned hand-overs (rebalancing, drain, shutdown) let go of at most this many clusters per successor whose new manager is not running yet; the others keep running here until their turn (0: no window, everything at once).")
+	fs.DurationVar(&o.handoverWindowWait, "handover-window-timeout", 0, "How long a cluster let go of holds its place in the hand-over window without its successor marking the manager running (0: half of --stop-timeout).")
 	fs.DurationVar(&o.catchUpTimeout, "catch-up-timeout", 0, "How long a joining replica stays not ready until it holds every cluster the ring assigns to it, so a rollout waits for it (0: twice --lease-duration).")
 	fs.IntVar(&o.expectedReplicas, "expected-replicas", 0, "How many replicas the fleet is meant to have (the StatefulSet's replicas; 0: unknown). At a cold start (no live replica holds a cluster) a replica takes clusters once that many are on the ring, or once the ring stayed unchanged for --settle-window, or after --settle-timeout, so replicas starting together do not take clusters only to hand them over a second later.")
 	fs.DurationVar(&o.settleWindow, "settle-window", 0, "At a cold start, how long the ring's members must stay unchanged before a replica takes clusters (0: three --retry-period).")
@@ -200,8 +204,20 @@ func (o *options) validateRun() error {
 	if o.catchUpTimeout < 0 || o.settleWindow < 0 || o.settleTimeout < 0 {
 		errs = append(errs, fmt.Errorf("--catch-up-timeout %v, --settle-window %v and --settle-timeout %v must not be negative", o.catchUpTimeout, o.settleWindow, o.settleTimeout))
 	}
+	if o.handoverWindow < 0 || o.handoverWindowWait < 0 {
+		errs = append(errs, fmt.Errorf("--handover-window %d and --handover-window-timeout %v must not be negative", o.handoverWindow, o.handoverWindowWait))
+	}
 	if o.expectedReplicas < 0 {
 		errs = append(errs, fmt.Errorf("--expected-replicas %d must not be negative", o.expectedReplicas))
 	}
 	return errors.Join(errs...)
+}
+
+// handoverWindow maps --handover-window to shard.Options.HandoverWindow,
+// where 0 is the default and a negative value no window.
+func handoverWindow(flag int) int {
+	if flag == 0 {
+		return -1
+	}
+	return flag
 }

@@ -107,6 +107,30 @@ func (s *Session) Converged(ctx context.Context) error {
 // (its manager stopped, or its replica died) until a manager of another
 // incarnation ran it. Clusters without both ends are left out.
 func (s *Session) Gaps(clusters []string, since time.Time) (map[string]time.Duration, error) {
+	gs, err := s.gaps(clusters, since)
+	out := make(map[string]time.Duration, len(gs))
+	for c, g := range gs {
+		out[c] = g.run.Sub(g.end)
+	}
+	return out, err
+}
+
+// Span returns how long after since the last of clusters ran on its new
+// owner (the whole hand-over, paced or not); 0 when none did.
+func (s *Session) Span(clusters []string, since time.Time) (time.Duration, error) {
+	gs, err := s.gaps(clusters, since)
+	var last time.Duration
+	for _, g := range gs {
+		last = max(last, g.run.Sub(since))
+	}
+	return last, err
+}
+
+// gap is when a cluster's authority open at a time ended, and when a
+// manager of another incarnation first ran it after that.
+type gap struct{ end, run time.Time }
+
+func (s *Session) gaps(clusters []string, since time.Time) (map[string]gap, error) {
 	js, err := s.r.journals()
 	if err != nil {
 		return nil, err
@@ -121,21 +145,16 @@ func (s *Session) Gaps(clusters []string, since time.Time) (map[string]time.Dura
 			}
 		}
 	}
-	out := map[string]time.Duration{}
+	out := map[string]gap{}
 	for rep, entries := range js {
 		for _, e := range entries {
 			end, ok := ends[e.Cluster]
-			if !ok || e.Event != shard.JournalRunning || endOf[e.Cluster] == rep || e.Time.Before(end) {
+			if !ok || e.Event != shard.JournalRunning || endOf[e.Cluster] == rep || e.Time.Before(end) || !slices.Contains(clusters, e.Cluster) {
 				continue
 			}
-			if d, seen := out[e.Cluster]; !seen || e.Time.Sub(end) < d {
-				out[e.Cluster] = e.Time.Sub(end)
+			if g, seen := out[e.Cluster]; !seen || e.Time.Before(g.run) {
+				out[e.Cluster] = gap{end: end, run: e.Time}
 			}
-		}
-	}
-	for c := range out {
-		if !slices.Contains(clusters, c) {
-			delete(out, c)
 		}
 	}
 	return out, nil

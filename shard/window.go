@@ -1,0 +1,144 @@
+package shard
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/clustershard/clustershard/api/v1alpha1"
+	"github.com/clustershard/clustershard/internal/metrics"
+)
+
+// The hand-over window paces planned hand-overs (Options.HandoverWindow).
+// Let go of all at once, a successor's clusters queue behind its spawns,
+// and each waits for the spawns before it: the gap without a manager grows
+// with the number of clusters moved. Within the window, the releasing
+// replica lets go of a cluster for a successor only while fewer than
+// HandoverWindow it let go of are not yet running there; the others keep
+// running here, under this replica's Lease, until their turn. A cluster
+// thus waits for its own drain, stop, Lease transfer and spawn, not for
+// the whole queue. The order of drain, stop and release (rule 3) is the
+// same; only when each cluster's hand-over starts changes.
+
+// letGo is a cluster this replica hands over, or let go of, whose new
+// manager it has not yet seen running.
+type letGo struct {
+	// to is the successor the ring named (a replica name).
+	to string
+	// began is when the hand-over began; released when the Lease was
+	// released (zero before, and when it was abandoned instead).
+	began, released time.Time
+}
+
+// windowAllows reports whether one more cluster may be handed over to
+// successor to now. A cluster with no successor (deleted, or no replica
+// left on the ring) is not paced.
+func (c *Coordinator) windowAllows(to string) bool {
+	if to == "" || c.o.HandoverWindow < 0 || c.windowLifted.Load() {
+		return true
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, g := range c.letGo {
+		if g.to == to {
+			n++
+		}
+	}
+	return n < c.o.HandoverWindow
+}
+
+// lettingGo records that the hand-over of name to successor to begins.
+func (c *Coordinator) lettingGo(name, to string) {
+	if to == "" {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.letGo[name] = letGo{to: to, began: c.o.Clock.Now()}
+	metrics.HandoverWindow.Set(float64(len(c.letGo)))
+}
+
+// releasedLease records that the Lease of name was released now: the
+// window's timeout counts from here.
+func (c *Coordinator) releasedLease(name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if g, ok := c.letGo[name]; ok {
+		g.released = c.o.Clock.Now()
+		c.letGo[name] = g
+	}
+}
+
+// retire drops from the window, on a pass's reading, the clusters whose new
+// holder marks its manager running, whose Lease is gone or ours again,
+// whose hand-over ended without a release (lost, or abandoned: the
+// successor waits a lease duration for those), and those released longer
+// than HandoverWindowTimeout ago, counted.
+func (c *Coordinator) retire(leases map[string]*coordinationv1.Lease, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for name, g := range c.letGo {
+		l := leases[ClusterLeaseName(name)]
+		h := holderOf(l)
+		st := c.clusters[name]
+		handing := st != nil && (st.phase == phaseDraining || st.phase == phaseReleasing)
+		switch {
+		case l == nil, h == c.o.self && !handing:
+		case h != "" && h != c.o.self && l.Annotations[v1alpha1.ManagerRunningAnnotation] == h:
+		case g.released.IsZero() && !handing:
+		case !g.released.IsZero() && now.Sub(g.released) > c.o.HandoverWindowTimeout:
+			c.log.Info("The successor did not show the cluster's manager running within the hand-over window timeout; handing over the next one without it",
+				"cluster", name, "successor", g.to, "holder", h, "timeout", c.o.HandoverWindowTimeout)
+			metrics.HandoverWindowTimeouts.Inc()
+		default:
+			continue
+		}
+		delete(c.letGo, name)
+	}
+	metrics.HandoverWindow.Set(float64(len(c.letGo)))
+}
+
+// markRunning marks the cluster's Lease as running a manager here, for the
+// replica that let go of it (its window), once per acquisition. It is a
+// JSON patch that first tests the holder, so it never lands on a Lease
+// another process holds by now; a failure only slows that replica's next
+// hand-over (its window times out), so it is not retried.
+func (c *Coordinator) markRunning(name string) {
+	patch, err := json.Marshal([]map[string]string{
+		{"op": "test", "path": "/spec/holderIdentity", "value": c.o.Identity},
+		{"op": "test", "path": "/metadata/annotations/" + jsonPointerEscape(v1alpha1.IncarnationAnnotation), "value": c.o.Incarnation},
+		{"op": "add", "path": "/metadata/annotations/" + jsonPointerEscape(v1alpha1.ManagerRunningAnnotation), "value": c.o.self},
+	})
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.o.RenewDeadline)
+	defer cancel()
+	l := &coordinationv1.Lease{ObjectMeta: leaseMeta(c.o.Namespace, ClusterLeaseName(name))}
+	err = c.o.Client.Patch(ctx, l, client.RawPatch(types.JSONPatchType, patch))
+	c.countWrite("patch", "cluster")
+	if err != nil {
+		c.log.V(1).Info("Cannot mark the cluster Lease as running its manager; the previous owner's hand-over window times out instead", "cluster", name, "error", err.Error())
+	}
+}
+
+// jsonPointerEscape escapes a map key for a JSON pointer (RFC 6901).
+func jsonPointerEscape(s string) string {
+	out := make([]byte, 0, len(s))
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '~':
+			out = append(out, '~', '0')
+		case '/':
+			out = append(out, '~', '1')
+		default:
+			out = append(out, s[i])
+		}
+	}
+	return string(out)
+}

@@ -1,0 +1,134 @@
+package shard_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	"github.com/clustershard/clustershard/internal/metrics"
+	"github.com/clustershard/clustershard/shard"
+)
+
+// slowSpawn is a Handler whose "manager" takes delay to start, and which
+// counts the clusters acquired whose manager does not run yet (the
+// instance's runningHandler reports it running once Acquired returns).
+type slowSpawn struct {
+	trackingHandler
+	delay time.Duration
+
+	mu           sync.Mutex
+	spawning     int
+	mostSpawning int
+}
+
+func (h *slowSpawn) Acquired(ctx context.Context, cluster string) {
+	h.mu.Lock()
+	h.spawning++
+	h.mostSpawning = max(h.mostSpawning, h.spawning)
+	h.mu.Unlock()
+	time.Sleep(h.delay)
+	h.trackingHandler.Acquired(ctx, cluster)
+	h.mu.Lock()
+	h.spawning--
+	h.mu.Unlock()
+}
+
+// most returns the most clusters that were acquired at once without a
+// running manager since the last call, and starts counting again.
+func (h *slowSpawn) most() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	m := h.mostSpawning
+	h.mostSpawning = h.spawning
+	return m
+}
+
+// withWindow sets the hand-over window of an instance.
+func withWindow(n int, timeout time.Duration) func(*shard.Options) {
+	return func(o *shard.Options) { o.HandoverWindow, o.HandoverWindowTimeout = n, timeout }
+}
+
+// A replica hands clusters over to a successor at most HandoverWindow at a
+// time whose new manager is not running yet, on a scale-out and on a
+// graceful shutdown: the successor never has more than the window spawning
+// at once, the clusters not yet let go keep running on the old owner, and
+// no two instances ever run a cluster at once. Without the window (the
+// control) the successor has every moved cluster spawning at once.
+func TestHandOverWindowPaces(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		window int
+	}{{"window", 2}, {"control", -1}} {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := namespace(t, "window-"+tc.name)
+			clusters := names(16)
+			tr := newTracker()
+			in := map[string]*instance{"a": startInstanceWith(t, ns, "a", clusters, trackingHandler{"a", tr}, nil, withWindow(tc.window, time.Minute))}
+			settled(t, tr, ns, expected(t, []string{"a"}, clusters), in, 30*time.Second)
+			moving := 0
+			want := expected(t, []string{"a", "b"}, clusters)
+			for _, c := range clusters {
+				if want[c] == "b" {
+					moving++
+				}
+			}
+			b := &slowSpawn{trackingHandler: trackingHandler{"b", tr}, delay: 400 * time.Millisecond}
+			in["b"] = startInstanceWith(t, ns, "b", clusters, b, nil, withWindow(tc.window, time.Minute))
+			settled(t, tr, ns, want, in, 60*time.Second)
+			scaleOut := b.most()
+
+			in["a"].stop(t)
+			settled(t, tr, ns, expected(t, []string{"b"}, clusters), map[string]*instance{"b": in["b"]}, 60*time.Second)
+			shutdown := b.most()
+			t.Logf("%d clusters moved on scale-out, at most %d spawning at once; %d on shutdown, at most %d", moving, scaleOut, len(clusters)-moving, shutdown)
+			if tc.window > 0 && (scaleOut > tc.window || shutdown > tc.window) {
+				t.Errorf("the successor had %d (scale-out) and %d (shutdown) clusters spawning at once, above the window of %d", scaleOut, shutdown, tc.window)
+			}
+			if tc.window < 0 && scaleOut <= 2 && shutdown <= 2 {
+				t.Errorf("control: without a window the successor should spawn more than 2 at once, had %d and %d: the test does not tell pacing apart", scaleOut, shutdown)
+			}
+			if v := tr.check(); len(v) > 0 {
+				t.Fatalf("overlaps: %v", v)
+			}
+		})
+	}
+}
+
+// failMarks makes every patch of a cluster Lease fail: the successor's
+// "manager running" marks never land (an older version, or a failed write).
+func failMarks(c client.WithWatch) client.WithWatch {
+	return interceptor.NewClient(c, interceptor.Funcs{
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+			if patch.Type() == types.JSONPatchType {
+				return errors.New("injected: the manager-running mark failed")
+			}
+			return c.Patch(ctx, obj, patch, opts...)
+		},
+	})
+}
+
+// A successor that never marks its managers running slows the hand-over by
+// the window's timeout per place, but does not stall it: every cluster
+// moves, each wait is counted, and a graceful shutdown still ends in time.
+func TestHandOverWindowTimesOut(t *testing.T) {
+	ns := namespace(t, "window-timeout")
+	clusters := names(10)
+	tr := newTracker()
+	in := map[string]*instance{"a": startInstanceWith(t, ns, "a", clusters, trackingHandler{"a", tr}, nil, withWindow(1, 500*time.Millisecond))}
+	settled(t, tr, ns, expected(t, []string{"a"}, clusters), in, 30*time.Second)
+	before := testutil.ToFloat64(metrics.HandoverWindowTimeouts)
+	in["b"] = startInstanceWith(t, ns, "b", clusters, trackingHandler{"b", tr}, failMarks, nil)
+	settled(t, tr, ns, expected(t, []string{"a", "b"}, clusters), in, 60*time.Second)
+	if got := testutil.ToFloat64(metrics.HandoverWindowTimeouts) - before; got < 1 {
+		t.Errorf("window timeouts counted: %v, want at least 1", got)
+	}
+	in["a"].stop(t)
+	settled(t, tr, ns, expected(t, []string{"b"}, clusters), map[string]*instance{"b": in["b"]}, 60*time.Second)
+}
