@@ -34,7 +34,7 @@ func TestSmokeRun(t *testing.T) {
 	}
 	c := bench.Default(bin)
 	c.WriteCostSizes, c.BaselineMax, c.Window = []int{20, 40}, 20, 3*time.Second
-	c.HandoverClusters = 6
+	c.HandoverClusters, c.HandoverBaseline = 6, false // the baseline is the same scenario again
 	c.BalanceClusters, c.RingReplicas, c.LiveReplicas = 60, []int{3}, []int{2}
 	c.MemorySizes, c.ColdStartClusters, c.Idle = []int{0, 4}, 6, time.Second
 	c.ReplicationClusters, c.ReplicationObjects, c.ChurnRate, c.ChurnObjects = 4, 5, 20, 20

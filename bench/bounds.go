@@ -1,9 +1,7 @@
 package bench
 
 import (
-	"math"
-
-	"github.com/clustershard/clustershard/controllers/remotecluster"
+	"fmt"
 )
 
 // bounds prints, for each target of the run that was missed, what bounds
@@ -24,13 +22,19 @@ func bounds(p func(string, ...any), r *Results) {
 		for _, s := range h.Steps {
 			spawnMs += s.MeanMs
 		}
-		receivers := 2 // SIGTERM of one of three: the two others; scale-out: the new one
-		if h.Fault != "SIGTERM" {
-			receivers = 1
+		c := h.CPUPerSpawnMs
+		perCluster := c[classReplicas] + c[classAPIServers] + c[classEtcd]
+		machine := perCluster * float64(h.Moved) / 1000 / cpus
+		line := fmt.Sprintf("- **Hand-over, %s** (p99 %.2f s against %s): each of the %d moved clusters cost %.0f ms of CPU (replicas %.0f, API servers %.0f, etcd %.0f), %.1f s of this machine's %d CPUs in all",
+			h.Fault, h.P99, h.Target, h.Moved, perCluster, c[classReplicas], c[classAPIServers], c[classEtcd], machine, r.Machine.CPUs)
+		if h.Span > 0 {
+			line += fmt.Sprintf(", against %.1f s for the whole hand-over: the cores were busy about %.0f%% of it", h.Span, 100*min(machine/h.Span, 1))
 		}
-		rounds := math.Ceil(float64(h.Moved) / float64(receivers) / float64(remotecluster.DefaultWorkers))
-		p("- **Hand-over, %s** (p99 %.2f s against %s): %d moved clusters spawn on %d receiving replica(s), %d at a time each (RemoteCluster workers), %.0f ms per spawn (the sum of the step means above, which grow with the spawns running at once): about %.0f rounds, on the order of %.1f s until the last spawn, after the Lease transfer. The epoch raise (one fenced write, then waiting until the remote API server's admission enforces it) is the largest step.",
-			h.Fault, h.P99, h.Target, h.Moved, receivers, remotecluster.DefaultWorkers, spawnMs, rounds, rounds*spawnMs/1000)
+		line += fmt.Sprintf(". The hand-over window keeps a few spawns per successor on their way, and each (%.0f ms: the sum of the step means above) shares the cores with them and with the replicas' other work", spawnMs)
+		if gap := 1000*h.P50 - spawnMs; gap > 0 {
+			line += fmt.Sprintf("; the other %.0f ms of the median gap are the Lease transfer (release, watch, acquisition) and the reconcile's queue before the spawn", gap)
+		}
+		p("%s. A smaller gap at this size needs less CPU per spawn or fewer spawns at once (`--handover-window`, at the price of a longer hand-over).", line)
 	}
 	for _, h := range r.Handover {
 		if h.Met || h.Baseline || h.Fault != "SIGKILL" {

@@ -36,6 +36,11 @@ type Config struct {
 	// and no hand-over window (--handover-window=0), the baseline of the
 	// window's pacing.
 	HandoverBaseline bool
+	// ReplicaArgs are extra flags of every replica of every scenario; Dir,
+	// when set, keeps the logs and journals of the scenario run there (an
+	// empty folder: one scenario).
+	ReplicaArgs []string
+	Dir         string
 	// BalanceClusters, RingReplicas and LiveReplicas size scenario 3.
 	BalanceClusters int
 	RingReplicas    []int
@@ -100,7 +105,7 @@ func Run(ctx context.Context, c Config) *Results {
 	for _, s := range c.Scenarios {
 		want[s] = true
 	}
-	drillOpts := drill.Options{Binary: c.Binary, LeaseDuration: c.Lease, Out: c.Out, Metrics: true}
+	drillOpts := drill.Options{Binary: c.Binary, LeaseDuration: c.Lease, Out: c.Out, Metrics: true, ReplicaArgs: c.ReplicaArgs, Dir: c.Dir}
 
 	if want["writecost"] || want["balance"] {
 		if err := ownershipScenarios(ctx, c, want, res, logf); err != nil {
@@ -149,7 +154,7 @@ func Run(ctx context.Context, c Config) *Results {
 		res.LatencyReplication.RemoteLatencyMs = float64(c.RemoteLatency.Milliseconds())
 		if c.LatencyWorkers > 0 {
 			logf("==> 5c. the same with %d replicate workers per replica", c.LatencyWorkers)
-			o.ReplicaArgs = []string{fmt.Sprintf("--replicate-workers=%d", c.LatencyWorkers)}
+			o.ReplicaArgs = append(slices.Clone(o.ReplicaArgs), fmt.Sprintf("--replicate-workers=%d", c.LatencyWorkers))
 			res.LatencyBound = replication(ctx, c, o, false, fail, logf)
 			res.LatencyBound.RemoteLatencyMs = float64(c.RemoteLatency.Milliseconds())
 			res.LatencyBound.Workers = c.LatencyWorkers

@@ -195,6 +195,7 @@ func (c *Coordinator) acquire(ctx context.Context, name string, l *coordinationv
 		delete(l.Annotations, v1alpha1.AbandonedAnnotation)
 		delete(l.Annotations, v1alpha1.ReleasedByAnnotation)
 		delete(l.Annotations, v1alpha1.HandoverReasonAnnotation)
+		delete(l.Annotations, v1alpha1.ManagerRunningAnnotation) // a mark of an earlier tenure, maybe ours
 		if l.Annotations == nil {
 			l.Annotations = map[string]string{}
 		}

@@ -60,7 +60,12 @@
 //     once. Remote writes of the cluster still on their way are waited for,
 //     within the same bound. If the stop times out, or a write to the
 //     cluster is still in flight or in doubt (doubt.go), the Lease is left
-//     to expire instead.
+//     to expire instead. Planned hand-overs are paced (window.go): a
+//     replica starts the hand-over of at most HandoverWindow clusters per
+//     successor whose new manager it has not yet seen running (the
+//     successor marks the Lease once it runs it), so each cluster waits for
+//     its own spawn rather than a queue of them, and the clusters not yet
+//     let go keep running, under their Lease, on the old owner.
 //  4. Self-fencing. A replica whose membership was not renewed within the
 //     renew deadline stops every remote manager and starts none until it
 //     renews again. Every remote write first asks WriteDeadline, on the
@@ -70,8 +75,10 @@
 //     deadline; one held by the network and delivered later is refused by
 //     the remote API server itself (the ownership epoch, internal/remotefence).
 //  5. Graceful shutdown. On SIGTERM the replica leaves the ring (annotates
-//     its membership Lease as leaving), hands every cluster over by rule 3,
-//     then releases its membership. Moves while rebalancing are rate limited
+//     its membership Lease as leaving), hands every cluster over by rule 3
+//     (its passes go on, out of its own ring, paced by the window for half
+//     the shutdown timeout, then all that is left at once), then releases
+//     its membership. Moves while rebalancing are rate limited
 //     (MovesPerSecond).
 //  6. Write budget. Cluster Leases are not renewed: a cluster Lease is valid
 //     while its holder's membership is, so steady-state ownership writes are

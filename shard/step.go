@@ -263,12 +263,13 @@ func (c *Coordinator) apply(ctx context.Context, o *reading, p *plan) {
 		}
 		c.lose(ctx, n, "Lease changed by someone else")
 	}
+	shares := c.windowShares(o, p)
 	for _, n := range p.handovers {
 		// A deleted cluster goes at once. Others wait for room in their
 		// successor's hand-over window (window.go), then, while
 		// rebalancing, for the moves rate limit; a shutdown is not rate
 		// limited.
-		if o.exists[n] && (!c.windowAllows(p.assign[n]) || (!o.selfLeaving && !c.limit.Allow())) {
+		if o.exists[n] && (!c.windowAllows(p.assign[n], shares[p.assign[n]]) || (!o.selfLeaving && !c.limit.Allow())) {
 			continue
 		}
 		c.handOver(ctx, n, !o.exists[n], p.why[n], p.assign[n], p.assign[n] != "")

@@ -34,12 +34,40 @@ type letGo struct {
 	began, released time.Time
 }
 
+// windowShares divides each successor's window among the live replicas
+// that hold clusters the ring now assigns to it (on a scale-out every old
+// owner hands clusters to the new replica at once): each gets
+// ceil(HandoverWindow / releasers), at least 1, so the successor has about
+// HandoverWindow spawns on its way, not that many per releaser.
+func (c *Coordinator) windowShares(o *reading, p *plan) map[string]int {
+	from := map[string]map[string]bool{}
+	for n, to := range p.assign {
+		h := holderOf(o.leases[ClusterLeaseName(n)])
+		if to == "" || h == "" || !o.live[h] || HolderName(h) == to {
+			continue
+		}
+		if from[to] == nil {
+			from[to] = map[string]bool{}
+		}
+		from[to][HolderName(h)] = true
+	}
+	shares := make(map[string]int, len(from))
+	for to, hs := range from {
+		shares[to] = max(1, (c.o.HandoverWindow+len(hs)-1)/len(hs))
+	}
+	return shares
+}
+
 // windowAllows reports whether one more cluster may be handed over to
-// successor to now. A cluster with no successor (deleted, or no replica
-// left on the ring) is not paced.
-func (c *Coordinator) windowAllows(to string) bool {
+// successor to now, this replica's share of its window being share (0: the
+// whole window). A cluster with no successor (deleted, or no replica left
+// on the ring) is not paced.
+func (c *Coordinator) windowAllows(to string, share int) bool {
 	if to == "" || c.o.HandoverWindow < 0 || c.windowLifted.Load() {
 		return true
+	}
+	if share <= 0 {
+		share = c.o.HandoverWindow
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -49,7 +77,7 @@ func (c *Coordinator) windowAllows(to string) bool {
 			n++
 		}
 	}
-	return n < c.o.HandoverWindow
+	return n < share
 }
 
 // lettingGo records that the hand-over of name to successor to begins.

@@ -132,3 +132,32 @@ func TestHandOverWindowTimesOut(t *testing.T) {
 	in["a"].stop(t)
 	settled(t, tr, ns, expected(t, []string{"b"}, clusters), map[string]*instance{"b": in["b"]}, 60*time.Second)
 }
+
+// Replicas that hand clusters over to one successor at once (a scale-out:
+// every old owner gives the new replica its share) divide its window
+// between them: the successor has about the window spawning, not the window
+// per old owner. One more is allowed: an old owner that handed over its
+// last cluster for the successor stops counting as one, so the other's
+// share grows while that last cluster may still be spawning.
+func TestHandOverWindowIsShared(t *testing.T) {
+	ns := namespace(t, "window-shared")
+	clusters := names(24)
+	tr := newTracker()
+	const window = 2
+	in := map[string]*instance{}
+	for _, n := range []string{"a", "b"} {
+		in[n] = startInstanceWith(t, ns, n, clusters, trackingHandler{n, tr}, nil, withWindow(window, time.Minute))
+	}
+	settled(t, tr, ns, expected(t, []string{"a", "b"}, clusters), in, 30*time.Second)
+	c := &slowSpawn{trackingHandler: trackingHandler{"c", tr}, delay: 400 * time.Millisecond}
+	in["c"] = startInstanceWith(t, ns, "c", clusters, c, nil, withWindow(window, time.Minute))
+	settled(t, tr, ns, expected(t, []string{"a", "b", "c"}, clusters), in, 60*time.Second)
+	if most := c.most(); most > window+1 {
+		t.Errorf("the new replica had %d clusters spawning at once from two old owners, above the window of %d (+1)", most, window)
+	} else {
+		t.Logf("at most %d spawning at once", most)
+	}
+	if v := tr.check(); len(v) > 0 {
+		t.Fatalf("overlaps: %v", v)
+	}
+}

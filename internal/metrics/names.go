@@ -9,14 +9,14 @@ var (
 		"clustershard_ring_members", "clustershard_clusters", "clustershard_owned_clusters",
 		"clustershard_unowned_clusters", "clustershard_fenced", "clustershard_remote_managers",
 		"clustershard_replicated_objects", "clustershard_cluster_owned", "clustershard_remote_cluster_up",
-		"clustershard_remote_unfenced_clusters", "clustershard_replica_cordoned",
+		"clustershard_remote_unfenced_clusters", "clustershard_replica_cordoned", "clustershard_handover_window_clusters",
 	}
 	counters = []string{
 		"clustershard_membership_renew_failures_total", "clustershard_cluster_lease_transitions_total",
 		"clustershard_ownership_writes_total", "clustershard_remote_probe_failures_total",
 		"clustershard_replication_errors_total", "clustershard_helm_operations_total", "clustershard_remote_writes_in_doubt_total",
 		"clustershard_cluster_events_dropped_total", "clustershard_cluster_transfers_total", "clustershard_kubeconfig_changes_total",
-		"clustershard_handover_drains_total",
+		"clustershard_handover_drains_total", "clustershard_handover_window_timeouts_total",
 	}
 	histograms = []string{
 		"clustershard_handover_duration_seconds", "clustershard_cluster_unmanaged_duration_seconds",

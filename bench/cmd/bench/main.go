@@ -40,6 +40,13 @@ func run() error {
 	update := flag.String("update", "", "Run --scenarios and merge them into this results JSON file (with --why), instead of writing a new one.")
 	why := flag.String("why", "", "With --update: why the scenarios were measured again.")
 	objects := flag.Int("objects-per-cluster", 20, "Replication: source objects per cluster (100 clusters); 100 (10,000 objects) does not sync within the 10-minute bound with one replica on 2 cores.")
+	baseline := flag.Bool("handover-baseline", true, "Hand-over: run the scenario again without the hand-over window, as its baseline.")
+	keep := flag.String("keep-dir", "", "Keep the replicas' logs and journals of the (one) scenario run under this empty folder, for a look afterwards.")
+	var replicaArgs []string
+	flag.Func("replica-arg", "An extra flag of every replica (repeatable), e.g. --replica-arg=--handover-window=4.", func(v string) error {
+		replicaArgs = append(replicaArgs, v)
+		return nil
+	})
 	flag.Parse()
 
 	var res *bench.Results
@@ -61,6 +68,7 @@ func run() error {
 			return errors.New("--objects-per-cluster must be positive")
 		}
 		c.ReplicationObjects = *objects
+		c.HandoverBaseline, c.ReplicaArgs, c.Dir = *baseline, replicaArgs, *keep
 		for _, s := range c.Scenarios {
 			if !slices.Contains(bench.AllScenarios, s) {
 				return fmt.Errorf("unknown scenario %q (known: %v)", s, bench.AllScenarios)

@@ -74,6 +74,9 @@ func handOverRow() row {
 			target{expr: `sum by (reason) (rate(clustershard_cluster_transfers_total[5m])) * 60`, legend: "{{reason}}"}),
 		timeSeriesPanel("Hand-overs that waited for work under way", "Planned hand-overs that let an install, copy or status write on its way finish before fencing the cluster, per minute, by outcome: finished within --stop-timeout, or cut (the successor then recovers what it left; a HelmRecovered event says so).", units.OpsPerMinute, 8,
 			target{expr: `sum by (outcome) (rate(clustershard_handover_drains_total[5m])) * 60`, legend: "{{outcome}}"}),
+		timeSeriesPanel("Hand-over window", "Clusters each replica let go of whose new manager it has not yet seen running on the successor (at most --handover-window per successor), and places freed by --handover-window-timeout instead of the successor's mark, per minute.", units.Short, 8,
+			target{expr: `max by (pod) (clustershard_handover_window_clusters)`, legend: "{{pod}} in the window"},
+			target{expr: `sum by (pod) (rate(clustershard_handover_window_timeouts_total[5m])) * 60`, legend: "{{pod}} timeouts/min"}),
 		timeSeriesPanel("Cordoned replicas", "Replicas kept out of the ring by clustershard drain or cordon: alive, owning nothing.", units.Short, 8,
 			target{expr: `sum(clustershard_replica_cordoned)`, legend: "cordoned"}),
 	}}
