@@ -22,7 +22,7 @@ import (
 // server could take. The API server's own priority and fairness still
 // protects it from a replica catching up with a large fleet.
 const (
-	DefaultShutdownTimeout = 30 * time.Second
+	DefaultShutdownTimeout = 45 * time.Second
 	DefaultKubeAPIQPS      = 300
 	DefaultKubeAPIBurst    = 600
 )

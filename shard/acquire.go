@@ -229,7 +229,7 @@ func (c *Coordinator) acquire(ctx context.Context, name string, l *coordinationv
 		st = old
 		st.phase, st.epoch, st.since = phaseOwned, epoch, c.o.Clock.Now()
 	}
-	st.assigned, st.unmanagedSince, st.replaced, st.sent, st.transfer = assigned, unmanagedSince, replaced, now.Time, tr
+	st.assigned, st.unmanagedSince, st.replaced, st.sent, st.transfer, st.written = assigned, unmanagedSince, replaced, now.Time, tr, l.ResourceVersion
 	c.clusters[name] = st
 	c.mu.Unlock()
 	c.log.Info("Cluster acquired", "cluster", name, "fromExpiredHolder", expired)

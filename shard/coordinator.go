@@ -42,6 +42,9 @@ type cluster struct {
 	// which was sent at sent.
 	replaced string
 	sent     time.Time
+	// written is the Lease version our acquisition wrote: the
+	// manager-running mark applies to that version only (window.go).
+	written string
 	// transfer is the change of owner the acquisition made, reported once
 	// the manager first runs (nil for a re-acquisition by this process).
 	transfer *Transfer

@@ -76,8 +76,9 @@
 //     the remote API server itself (the ownership epoch, internal/remotefence).
 //  5. Graceful shutdown. On SIGTERM the replica leaves the ring (annotates
 //     its membership Lease as leaving), hands every cluster over by rule 3
-//     (its passes go on, out of its own ring, paced by the window for half
-//     the shutdown timeout, then all that is left at once), then releases
+//     (its passes go on, out of its own ring, paced by the window until only
+//     the worst case of one hand-over is left of the shutdown timeout, then
+//     all that is left at once), then releases
 //     its membership. Moves while rebalancing are rate limited
 //     (MovesPerSecond).
 //  6. Write budget. Cluster Leases are not renewed: a cluster Lease is valid

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -45,8 +46,9 @@ func (c *Coordinator) ManagerRunning(name string) {
 	st := c.clusters[name]
 	var assigned, unmanaged time.Time
 	var tr *Transfer
+	written := ""
 	if st != nil && st.phase == phaseOwned {
-		assigned, unmanaged, tr = st.assigned, st.unmanagedSince, st.transfer
+		assigned, unmanaged, tr, written = st.assigned, st.unmanagedSince, st.transfer, st.written
 		st.assigned, st.unmanagedSince, st.transfer = time.Time{}, time.Time{}, nil
 	}
 	c.mu.Unlock()
@@ -54,7 +56,7 @@ func (c *Coordinator) ManagerRunning(name string) {
 		if tr.From != "" && slices.Contains(releaseReasons, tr.Reason) {
 			// The previous owner let go of it and paces its next
 			// hand-overs by this mark (window.go).
-			go c.markRunning(name)
+			go c.markRunning(name, written)
 		}
 		if !unmanaged.IsZero() {
 			tr.WithoutManager = max(c.o.Clock.Since(unmanaged), 0)
@@ -237,11 +239,33 @@ func (c *Coordinator) successor() bool {
 // it for a deleted cluster; only if it is still ours. reason (a
 // TransferReason) tells the next holder why.
 func (c *Coordinator) releaseLease(ctx context.Context, name string, abandon, remove bool, reason string) {
+	key := types.NamespacedName{Namespace: c.o.Namespace, Name: ClusterLeaseName(name)}
+	if !abandon && !remove {
+		// The cached Lease first: one round trip less on the hand-over's
+		// critical path. The write is conditional on the version read, so a
+		// stale cache only makes it fail (then the fresh read below decides).
+		var cached coordinationv1.Lease
+		if err := c.o.Reader.Get(ctx, key, &cached); err == nil && holderOf(&cached) == c.o.self {
+			err := c.writeRelease(ctx, name, &cached, reason)
+			if !apierrors.IsConflict(err) {
+				if err != nil {
+					c.log.Error(err, "Cannot release cluster Lease", "cluster", name) // the sweep releases it later
+				}
+				return
+			}
+		}
+	}
 	var l coordinationv1.Lease
-	if err := c.o.Client.Get(ctx, types.NamespacedName{Namespace: c.o.Namespace, Name: ClusterLeaseName(name)}, &l); err != nil {
+	if err := c.o.Client.Get(ctx, key, &l); err != nil {
 		return
 	}
 	if holderOf(&l) != c.o.self {
+		return
+	}
+	if !abandon && !remove {
+		if err := c.writeRelease(ctx, name, &l, reason); err != nil {
+			c.log.Error(err, "Cannot release cluster Lease", "cluster", name)
+		}
 		return
 	}
 	var err error
@@ -257,26 +281,34 @@ func (c *Coordinator) releaseLease(ctx context.Context, name string, abandon, re
 		l.Annotations[v1alpha1.HandoverReasonAnnotation] = reason
 		err = c.o.Client.Update(ctx, &l)
 		c.countWrite("update", "cluster")
-	default:
-		l.Spec.HolderIdentity = ptr.To("")
-		l.Spec.RenewTime = ptr.To(metav1.NewMicroTime(c.o.Clock.Now()))
-		if l.Annotations == nil {
-			l.Annotations = map[string]string{}
-		}
-		delete(l.Annotations, v1alpha1.IncarnationAnnotation)
-		l.Annotations[v1alpha1.ReleasedByAnnotation] = c.o.self
-		l.Annotations[v1alpha1.HandoverReasonAnnotation] = reason
-		err = c.o.Client.Update(ctx, &l)
-		c.countWrite("update", "cluster")
 	}
 	if err != nil {
 		c.log.Error(err, "Cannot release cluster Lease", "cluster", name)
 		return
 	}
 	c.o.journal(c.o.Clock.Now(), JournalReleased, name)
-	if !abandon && !remove {
-		c.releasedLease(name)
+}
+
+// writeRelease writes Lease l, held by this process, free (holder cleared),
+// on the version read, telling the next holder who released it and why.
+func (c *Coordinator) writeRelease(ctx context.Context, name string, l *coordinationv1.Lease, reason string) error {
+	l = l.DeepCopy()
+	l.Spec.HolderIdentity = ptr.To("")
+	l.Spec.RenewTime = ptr.To(metav1.NewMicroTime(c.o.Clock.Now()))
+	if l.Annotations == nil {
+		l.Annotations = map[string]string{}
 	}
+	delete(l.Annotations, v1alpha1.IncarnationAnnotation)
+	l.Annotations[v1alpha1.ReleasedByAnnotation] = c.o.self
+	l.Annotations[v1alpha1.HandoverReasonAnnotation] = reason
+	err := c.o.Client.Update(ctx, l)
+	c.countWrite("update", "cluster")
+	if err != nil {
+		return err
+	}
+	c.o.journal(c.o.Clock.Now(), JournalReleased, name)
+	c.releasedLease(name)
+	return nil
 }
 
 func (c *Coordinator) setPhase(name string, from, to phase) *cluster {

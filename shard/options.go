@@ -84,7 +84,8 @@ type Options struct {
 	// against the window for at most HandoverWindowTimeout (default
 	// StopTimeout / 2), so a successor that never marks (an older version,
 	// a remote that does not answer) slows the hand-over without stalling
-	// it. Graceful shutdown lifts the window after half its timeout.
+	// it. Graceful shutdown lifts the window once only the worst case of a
+	// hand-over (2 × StopTimeout + RenewDeadline) is left of its timeout.
 	HandoverWindow        int
 	HandoverWindowTimeout time.Duration
 	// CatchUpTimeout bounds how long a joining replica reports not ready

@@ -17,8 +17,9 @@ import (
 // return so membership is released. The coordinator's passes go on meanwhile
 // (this replica out of its own ring), so the hand-overs are paced by each
 // successor's window (window.go) and the clusters not yet let go keep
-// running here; after half of ctx's time, or when passes cannot read the
-// Leases, what is left is handed over at once.
+// running here; once only the worst case of a hand-over is left of ctx's
+// time (liftAt), or when the passes cannot read the Leases for a retry
+// period, what is left is handed over at once.
 func (c *Coordinator) shutdown(ctx context.Context) error {
 	if c.crashed.Load() {
 		return nil
@@ -42,17 +43,23 @@ func (c *Coordinator) shutdown(ctx context.Context) error {
 		c.log.Error(err, "Cannot mark membership as leaving")
 	}
 	c.log.Info("Shutting down: handing every cluster over", "clusters", owned, "successor", c.successor(), "window", c.o.HandoverWindow)
-	lift := time.Now().Add(time.Duration(1<<62 - 1))
-	if deadline, ok := ctx.Deadline(); ok {
-		lift = time.Now().Add(time.Until(deadline) / 2)
-	}
+	lift := c.liftAt(ctx)
 	tick := time.NewTicker(min(c.o.RetryPeriod/4, 250*time.Millisecond))
 	defer tick.Stop()
+	lastRead := time.Now()
 	for {
-		if time.Now().After(lift) && !c.windowLifted.Swap(true) {
-			c.log.Info("Half the shutdown timeout passed: handing over every cluster left at once")
+		switch {
+		case c.windowLifted.Load():
+		case !time.Now().Before(lift):
+			c.windowLifted.Store(true)
+			c.log.Info("Handing over every cluster left at once: the rest of the shutdown timeout is what their drain, stop and release may take", "left", time.Until(lift).Round(time.Millisecond))
+		case time.Since(lastRead) > c.o.RetryPeriod:
+			c.windowLifted.Store(true)
+			c.log.Info("Handing over every cluster left at once: the passes cannot read the Leases", "since", lastRead)
 		}
-		c.step(ctx)
+		if c.step(ctx) {
+			lastRead = time.Now()
+		}
 		if c.windowLifted.Load() {
 			c.handOverAll(ctx)
 		}
@@ -69,6 +76,18 @@ func (c *Coordinator) shutdown(ctx context.Context) error {
 		case <-tick.C:
 		}
 	}
+}
+
+// liftAt is when a shutdown stops pacing: the worst case of one hand-over
+// (drain and stop, each within StopTimeout, then the release within a renew
+// deadline) before ctx's deadline, so even clusters let go last are
+// released in time. A shutdown timeout shorter than that is not paced.
+func (c *Coordinator) liftAt(ctx context.Context) time.Time {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		return time.Now().Add(time.Duration(1<<62 - 1))
+	}
+	return deadline.Add(-(2*c.o.StopTimeout + c.o.RenewDeadline))
 }
 
 // handOverAll starts the hand-over of every cluster still owned (a

@@ -85,23 +85,25 @@ func (c *Coordinator) listLeases(ctx context.Context) (members []coordinationv1.
 	return members, clusters, nil
 }
 
-// step makes one pass of the ownership rules.
-func (c *Coordinator) step(ctx context.Context) {
+// step makes one pass of the ownership rules and reports whether it could
+// read the world.
+func (c *Coordinator) step(ctx context.Context) bool {
 	if c.crashed.Load() {
-		return
+		return false
 	}
 	// Every exit path reports what is owned now: a fenced replica owns nothing.
 	defer func() { metrics.OwnedClusters.Set(float64(len(c.Owned()))) }()
 	obs, ok := c.observe(ctx)
 	if !ok {
-		return
+		return false
 	}
 	p, err := c.plan(obs)
 	if err != nil {
 		c.log.Error(err, "Invalid ring options")
-		return
+		return false
 	}
 	c.apply(ctx, obs, p)
+	return true
 }
 
 // observe reads the Leases and RemoteClusters, updates the locally observed

@@ -116,7 +116,9 @@ func (c *Coordinator) retire(leases map[string]*coordinationv1.Lease, now time.T
 		st := c.clusters[name]
 		handing := st != nil && (st.phase == phaseDraining || st.phase == phaseReleasing)
 		switch {
-		case l == nil, h == c.o.self && !handing:
+		// Ours again only once acquired again: right after the release a
+		// cached reading may still show the Lease as ours.
+		case l == nil, h == c.o.self && st != nil && st.phase == phaseOwned:
 		case h != "" && h != c.o.self && l.Annotations[v1alpha1.ManagerRunningAnnotation] == h:
 		case g.released.IsZero() && !handing:
 		case !g.released.IsZero() && now.Sub(g.released) > c.o.HandoverWindowTimeout:
@@ -133,11 +135,17 @@ func (c *Coordinator) retire(leases map[string]*coordinationv1.Lease, now time.T
 
 // markRunning marks the cluster's Lease as running a manager here, for the
 // replica that let go of it (its window), once per acquisition. It is a
-// JSON patch that first tests the holder, so it never lands on a Lease
-// another process holds by now; a failure only slows that replica's next
-// hand-over (its window times out), so it is not retried.
-func (c *Coordinator) markRunning(name string) {
+// JSON patch that first tests the version our acquisition wrote (and the
+// holder), so it never lands on a Lease changed since: held by another
+// process, released, or taken again in a later tenure. A failure only slows
+// that replica's next hand-over (its window times out), so it is not
+// retried.
+func (c *Coordinator) markRunning(name, written string) {
+	if written == "" {
+		return
+	}
 	patch, err := json.Marshal([]map[string]string{
+		{"op": "test", "path": "/metadata/resourceVersion", "value": written},
 		{"op": "test", "path": "/spec/holderIdentity", "value": c.o.Identity},
 		{"op": "test", "path": "/metadata/annotations/" + jsonPointerEscape(v1alpha1.IncarnationAnnotation), "value": c.o.Incarnation},
 		{"op": "add", "path": "/metadata/annotations/" + jsonPointerEscape(v1alpha1.ManagerRunningAnnotation), "value": c.o.self},

@@ -8,10 +8,12 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
+	"github.com/clustershard/clustershard/api/v1alpha1"
 	"github.com/clustershard/clustershard/internal/metrics"
 	"github.com/clustershard/clustershard/shard"
 )
@@ -159,5 +161,49 @@ func TestHandOverWindowIsShared(t *testing.T) {
 	}
 	if v := tr.check(); len(v) > 0 {
 		t.Fatalf("overlaps: %v", v)
+	}
+}
+
+// staleLeases is a Reader whose cluster Leases carry a resourceVersion long
+// gone, as a cache that is behind would: a write on it must conflict.
+type staleLeases struct{ client.Reader }
+
+func (r staleLeases) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if err := r.Reader.Get(ctx, key, obj, opts...); err != nil {
+		return err
+	}
+	if l, ok := obj.(*coordinationv1.Lease); ok && l.Labels[v1alpha1.LeaseRoleLabel] == "cluster" {
+		l.ResourceVersion = "1"
+	}
+	return nil
+}
+
+// A hand-over releases the Lease from the cached copy first; a cache behind
+// the server makes that write conflict, and the release is made again from
+// a fresh read at once: the clusters move by release (not by waiting for an
+// abandoned Lease), and never two instances run one.
+func TestReleaseFromStaleCache(t *testing.T) {
+	ns := namespace(t, "stale-release")
+	clusters := names(8)
+	tr := newTracker()
+	stale := func(o *shard.Options) { o.Reader = staleLeases{o.Client} }
+	in := map[string]*instance{"a": startInstanceWith(t, ns, "a", clusters, trackingHandler{"a", tr}, nil, stale)}
+	settled(t, tr, ns, expected(t, []string{"a"}, clusters), in, 30*time.Second)
+	released := testutil.ToFloat64(metrics.LeaseTransitions.WithLabelValues(metrics.LeaseReleased))
+	abandoned := testutil.ToFloat64(metrics.LeaseTransitions.WithLabelValues(metrics.LeaseAbandoned))
+	in["b"] = startInstance(t, ns, "b", clusters, trackingHandler{"b", tr})
+	want := expected(t, []string{"a", "b"}, clusters)
+	settled(t, tr, ns, want, in, 30*time.Second)
+	moved := 0
+	for _, o := range want {
+		if o == "b" {
+			moved++
+		}
+	}
+	if got := testutil.ToFloat64(metrics.LeaseTransitions.WithLabelValues(metrics.LeaseReleased)) - released; got < float64(moved) {
+		t.Errorf("%v Leases released for %d moved clusters", got, moved)
+	}
+	if got := testutil.ToFloat64(metrics.LeaseTransitions.WithLabelValues(metrics.LeaseAbandoned)) - abandoned; got != 0 {
+		t.Errorf("%v Leases abandoned", got)
 	}
 }

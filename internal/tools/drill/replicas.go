@@ -99,7 +99,7 @@ func (r *Runner) spawn(id string) (*replica, error) {
 		"--kubeconfig", kubeconfig, "--namespace", Namespace, "--replica-id", id,
 		"--replicate-kind", fleet.ExampleKind,
 		"--lease-duration", lease.String(), "--renew-deadline", renew.String(), "--retry-period", retry.String(),
-		"--probe-interval", "1s", "--shutdown-timeout", "20s", "--expected-replicas", strconv.Itoa(r.o.Replicas), "--ownership-journal", base+".journal",
+		"--probe-interval", "1s", "--stop-timeout", "5s", "--shutdown-timeout", "25s", "--expected-replicas", strconv.Itoa(r.o.Replicas), "--ownership-journal", base+".journal",
 		"--metrics-bind-address", metricsAddr, "--health-probe-bind-address", probe, "--zap-time-encoding", "rfc3339nano")
 	if v := os.Getenv("CLUSTERSHARD_DRILL_LOG_LEVEL"); v != "" {
 		cmd.Args = append(cmd.Args, "--zap-log-level", v)
@@ -225,11 +225,12 @@ func (r *Runner) kill(id string) {
 	delete(r.reps.live, id)
 }
 
-// term SIGTERMs a replica; it must exit with status 0 within 30s.
+// term SIGTERMs a replica; it must exit with status 0 within 40s (its
+// --shutdown-timeout, then its managers' --stop-timeout, and a margin).
 func (r *Runner) term(id string) error { return r.termAsync(id)() }
 
 // termAsync SIGTERMs replica id, takes it out of the live ones and returns
-// a function that waits for its exit, with status 0 within 30s of the
+// a function that waits for its exit, with status 0 within 40s of the
 // signal (else it is killed), to be called on the runner's goroutine: the
 // caller may act during the hand-over meanwhile.
 func (r *Runner) termAsync(id string) func() error {
@@ -237,7 +238,7 @@ func (r *Runner) termAsync(id string) func() error {
 	rep.expectExit, rep.termed = true, true
 	_ = rep.cmd.Process.Signal(syscall.SIGTERM)
 	delete(r.reps.live, id)
-	timeout := time.After(30 * time.Second)
+	timeout := time.After(40 * time.Second)
 	return func() error {
 		select {
 		case <-rep.exited:
@@ -245,7 +246,7 @@ func (r *Runner) termAsync(id string) func() error {
 		case <-timeout:
 			r.reps.live[id] = rep
 			r.kill(id)
-			return fmt.Errorf("%s did not exit within 30s of SIGTERM", id)
+			return fmt.Errorf("%s did not exit within 40s of SIGTERM", id)
 		}
 		if code := rep.cmd.ProcessState.ExitCode(); code != 0 {
 			return fmt.Errorf("%s exited with status %d after SIGTERM", id, code)
