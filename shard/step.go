@@ -265,7 +265,10 @@ func (c *Coordinator) apply(ctx context.Context, o *reading, p *plan) {
 		}
 		c.lose(ctx, n, "Lease changed by someone else")
 	}
-	shares := c.windowShares(o, p)
+	var shares map[string]int
+	if len(p.handovers) > 0 {
+		shares = c.windowShares(o, p)
+	}
 	for _, n := range p.handovers {
 		// A deleted cluster goes at once. Others wait for room in their
 		// successor's hand-over window (window.go), then, while

@@ -3,6 +3,7 @@ package shard
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -29,9 +30,9 @@ import (
 type letGo struct {
 	// to is the successor the ring named (a replica name).
 	to string
-	// began is when the hand-over began; released when the Lease was
-	// released (zero before, and when it was abandoned instead).
-	began, released time.Time
+	// released is when the Lease was released (zero before, and when it
+	// was abandoned instead).
+	released time.Time
 }
 
 // windowShares divides each successor's window among the live replicas
@@ -87,7 +88,7 @@ func (c *Coordinator) lettingGo(name, to string) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.letGo[name] = letGo{to: to, began: c.o.Clock.Now()}
+	c.letGo[name] = letGo{to: to}
 	metrics.HandoverWindow.Set(float64(len(c.letGo)))
 }
 
@@ -164,17 +165,4 @@ func (c *Coordinator) markRunning(name, written string) {
 }
 
 // jsonPointerEscape escapes a map key for a JSON pointer (RFC 6901).
-func jsonPointerEscape(s string) string {
-	out := make([]byte, 0, len(s))
-	for i := 0; i < len(s); i++ {
-		switch s[i] {
-		case '~':
-			out = append(out, '~', '0')
-		case '/':
-			out = append(out, '~', '1')
-		default:
-			out = append(out, s[i])
-		}
-	}
-	return string(out)
-}
+var jsonPointerEscape = strings.NewReplacer("~", "~0", "/", "~1").Replace
