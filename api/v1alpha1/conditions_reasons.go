@@ -84,6 +84,12 @@ const (
 	// ReasonHelmUninstall is a condition reason.
 	ReasonHelmUninstall = "HelmUninstalled"
 
+	// ReasonHelmInterrupted is the reason of Installed when a Helm
+	// operation stopped at a write that ended without a decision (cut by
+	// the ownership fence, a server-side timeout, a broken connection): it
+	// recorded no failed revision, and the next try redoes it.
+	ReasonHelmInterrupted = "HelmInterrupted"
+
 	// ReasonHelmFailed is a condition reason.
 	ReasonHelmFailed = "HelmFailed"
 

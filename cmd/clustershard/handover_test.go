@@ -239,11 +239,15 @@ func draining(t *testing.T, p *proc, cluster string) {
 // is [1:deployed] and the new owner finds nothing to recover. A SIGKILL
 // leaves it pending-install; the successor removes that revision and
 // installs again at revision 1, and its Installed condition and a
-// HelmRecovered event say so. No case leaves a failed revision.
+// HelmRecovered event say so. A hook held past the fence's bound of one
+// write (the server gives up on it), alone or with a membership lapse
+// (SIGSTOP past the lease duration), interrupts the install: its revision
+// stays pending, Installed says HelmInterrupted, and the next try redoes it
+// at revision 1. No case leaves a failed revision.
 func TestHelmInstallInFlightAtHandOver(t *testing.T) {
 	bin := build(t)
 	kc := managementKubeconfig(t)
-	namespaces := []string{"slow-term", "slow-scale", "slow-cordon", "slow-kill"}
+	namespaces := []string{"slow-term", "slow-scale", "slow-cordon", "slow-kill", "slow-bound", "slow-lapse"}
 	hook := newSlowHook(t, namespaces...)
 	other := func(pair []string, one string) string {
 		if pair[0] == one {
@@ -375,5 +379,64 @@ func TestHelmInstallInFlightAtHandOver(t *testing.T) {
 			return false
 		})
 		t.Logf("slow-kill: Installed: %s", installed.Message)
+	})
+
+	// interrupted checks an install cut at one of its writes: Installed
+	// says HelmInterrupted and no failed revision was recorded; once the
+	// hook lets creations through, the next try redoes the install at
+	// revision 1 and says what it found.
+	interrupted := func(t *testing.T, cluster string, owner string) {
+		t.Helper()
+		var cond *metav1.Condition
+		poll(t, 60*time.Second, cluster+" Installed=False HelmInterrupted", func() bool {
+			var rc v1alpha1.RemoteCluster
+			if err := env.Client.Get(t.Context(), client.ObjectKey{Name: cluster}, &rc); err != nil {
+				t.Fatal(err)
+			}
+			cond = meta.FindStatusCondition(rc.Status.Conditions, v1alpha1.ConditionInstalled)
+			if got := releaseHistory(t, cluster); strings.Contains(got, "failed") {
+				t.Fatalf("%s: Helm history %s after the cut: a failed revision (Installed: %v)", cluster, got, cond)
+			}
+			return cond != nil && cond.Reason == v1alpha1.ReasonHelmInterrupted
+		})
+		t.Logf("%s: Installed: %s", cluster, cond.Message)
+		hook.let(cluster)
+		installed := installedOn(t, cluster, owner)
+		if got := releaseHistory(t, cluster); got != "[1:deployed]" {
+			t.Fatalf("%s: Helm history %s after the retry, want [1:deployed]", cluster, got)
+		}
+		if !strings.Contains(installed.Message, "found revision 1 pending-install") {
+			t.Fatalf("%s: Installed does not say what the retry found: %s", cluster, installed.Message)
+		}
+		t.Logf("%s: Installed: %s", cluster, installed.Message)
+	}
+
+	t.Run("WriteBound", func(t *testing.T) {
+		procs, from := inFlight(t, hook, bin, kc, []string{"hb-0"}, "slow-bound")
+		defer stopAll(t, procs)
+		// The hook is held until let: the server gives up on its creation
+		// at the timeout the fence gave it (the bound of one write).
+		interrupted(t, "slow-bound", from)
+	})
+
+	t.Run("Lapse", func(t *testing.T) {
+		procs, from := inFlight(t, hook, bin, kc, []string{"hl-0"}, "slow-lapse")
+		defer stopAll(t, procs)
+		p := procs[from].cmd.Process
+		if err := p.Signal(syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(leaseDuration + time.Second) // the membership Lease expires
+		if err := p.Signal(syscall.SIGCONT); err != nil {
+			t.Fatal(err)
+		}
+		interrupted(t, "slow-lapse", from)
+		b, err := os.ReadFile(procs[from].log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(b), "Membership lapsed") && !strings.Contains(string(b), "Membership lost") {
+			t.Fatalf("%s did not lapse: the test staged no lapse", from)
+		}
 	})
 }

@@ -52,8 +52,8 @@ func (r *Reconciler) finalize(ctx context.Context, rc *v1alpha1.RemoteCluster) (
 			left := time.Until(rc.DeletionTimestamp.Add(r.cleanupTimeout()))
 			if left > 0 {
 				msg := fmt.Sprintf("uninstall (retried until %v after the deletion, then abandoned): %v", r.cleanupTimeout(), err)
-				r.setCondition(rc, v1alpha1.ConditionInstalled, false, v1alpha1.ReasonInstallFailed, msg)
-				r.setCondition(rc, v1alpha1.ConditionReady, false, v1alpha1.ReasonInstallFailed, msg)
+				r.setCondition(rc, v1alpha1.ConditionInstalled, false, installFailure(err), msg)
+				r.setCondition(rc, v1alpha1.ConditionReady, false, installFailure(err), msg)
 				log.FromContext(ctx).Info("Remote cleanup failed; retrying", "error", err.Error(), "abandonedIn", left.Round(time.Second).String())
 				return ctrl.Result{RequeueAfter: min(left, cleanupRetry)}, nil
 			}

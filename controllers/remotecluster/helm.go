@@ -161,7 +161,10 @@ func (r *Reconciler) recheckHelm(ctx context.Context, rc *v1alpha1.RemoteCluster
 // countHelm counts what Ensure did, or failed to do.
 func countHelm(res helmrelease.Result, err error) {
 	result := metrics.ResultSuccess
-	if err != nil {
+	switch {
+	case errors.Is(err, helmrelease.ErrInterrupted):
+		result = metrics.ResultInterrupted
+	case err != nil:
 		result = metrics.ResultFailure
 	}
 	if res.Recovered {
@@ -175,6 +178,16 @@ func countHelm(res helmrelease.Result, err error) {
 	default: // the release was read and found up to date, or could not be read
 		metrics.HelmOperations.WithLabelValues(metrics.HelmCheck, result).Inc()
 	}
+}
+
+// installFailure is the reason of Installed for err, an install that did
+// not succeed: HelmInterrupted when a Helm operation stopped at a write
+// without a decision (no failed revision; the next try redoes it).
+func installFailure(err error) string {
+	if errors.Is(err, helmrelease.ErrInterrupted) {
+		return v1alpha1.ReasonHelmInterrupted
+	}
+	return v1alpha1.ReasonInstallFailed
 }
 
 // helmStatus is status.helm for a revision.
@@ -210,7 +223,11 @@ func (r *Reconciler) uninstallHelm(ctx context.Context, rc *v1alpha1.RemoteClust
 		uninstalled, err = hc.Uninstall(ctx, name, r.helmTimeout())
 		return err
 	}); err != nil {
-		metrics.HelmOperations.WithLabelValues(metrics.HelmUninstall, metrics.ResultFailure).Inc()
+		result := metrics.ResultFailure
+		if errors.Is(err, helmrelease.ErrInterrupted) {
+			result = metrics.ResultInterrupted
+		}
+		metrics.HelmOperations.WithLabelValues(metrics.HelmUninstall, result).Inc()
 		return err
 	}
 	if uninstalled { // a retried finalizer finds nothing left: not counted twice

@@ -329,7 +329,7 @@ func (r *Reconciler) ensure(ctx context.Context, rc *v1alpha1.RemoteCluster) err
 				r.setCondition(rc, v1alpha1.ConditionReady, false, v1alpha1.ReasonChartPending, "waiting for the chart of spec.install.helm")
 				return nil
 			}
-			return r.fail(rc, v1alpha1.ConditionInstalled, v1alpha1.ReasonInstallFailed, err)
+			return r.fail(rc, v1alpha1.ConditionInstalled, installFailure(err), err)
 		}
 		spawnCfg := r.rotatable(rc.Name, parsed, cfg, epoch.User())
 		err = r.owned(rc.Name, func() error {
@@ -369,8 +369,8 @@ func (r *Reconciler) ensure(ctx context.Context, rc *v1alpha1.RemoteCluster) err
 			r.setCondition(rc, v1alpha1.ConditionInstalled, false, v1alpha1.ReasonChartPending, err.Error())
 		case err != nil:
 			// Reported after the manager's state below: it still runs.
-			r.setCondition(rc, v1alpha1.ConditionInstalled, false, v1alpha1.ReasonInstallFailed, err.Error())
-			r.event(rc, corev1.EventTypeWarning, v1alpha1.ReasonInstallFailed, "%s", err.Error())
+			r.setCondition(rc, v1alpha1.ConditionInstalled, false, installFailure(err), err.Error())
+			r.event(rc, corev1.EventTypeWarning, installFailure(err), "%s", err.Error())
 			installErr = err
 		default:
 			r.setInstalled(rc, key)

@@ -79,11 +79,14 @@ type Client struct {
 	mu         sync.Mutex
 	failure    string              // Helm's last "Failed ..." debug line: it logs some causes only
 	transports []http.RoundTripper // made for this client, closed by Close
+	cut        error               // why the current operation was interrupted (see interrupting)
 }
 
 // NewClient returns a Helm client for releases in namespace of the cluster
 // behind cfg (release records are Secrets in that namespace). Close it after
-// use: its connections are its own.
+// use: its connections are its own. An operation (Ensure, Uninstall) of the
+// client stops writing at its first write that ends without a decision, and
+// returns ErrInterrupted: see interrupting.
 func NewClient(cfg *rest.Config, namespace string, log logr.Logger) (*Client, error) {
 	c := &Client{cfg: new(action.Configuration), ns: namespace, log: log}
 	cfg = rest.CopyConfig(cfg)
@@ -91,7 +94,7 @@ func NewClient(cfg *rest.Config, namespace string, log logr.Logger) (*Client, er
 		c.mu.Lock()
 		c.transports = append(c.transports, rt)
 		c.mu.Unlock()
-		return rt
+		return &interrupting{next: rt, c: c}
 	})
 	debug := func(format string, v ...any) {
 		msg := fmt.Sprintf(format, v...)
@@ -162,13 +165,21 @@ func UpToDate(rel *release.Release, ch *chart.Chart, vals map[string]any) bool {
 // upgraded when a revision deployed before (the objects the interrupted one
 // changed are Helm's, and adopted), installed otherwise. helm history then
 // reads as if nothing had been interrupted. An interrupted uninstall is
-// finished first.
+// finished first. Ensure interrupts itself the same way when one of its
+// writes ends without a decision (ErrInterrupted): it writes nothing more,
+// so no failed revision is recorded for what is not the chart's failure.
 //
 // Ensure runs to its end even when ctx is cancelled: Helm would otherwise
 // return and go on in the background, outside the caller's ownership scope.
 // Each write is bounded by the caller's rest.Config (timeout, fence).
 func (c *Client) Ensure(ctx context.Context, s Spec) (Result, error) {
 	ctx = context.WithoutCancel(ctx)
+	c.begin()
+	res, err := c.ensure(ctx, s)
+	return res, c.interrupted(err)
+}
+
+func (c *Client) ensure(ctx context.Context, s Spec) (Result, error) {
 	hist, err := c.History(s.Name)
 	if err != nil {
 		return Result{}, err
@@ -188,7 +199,7 @@ func (c *Client) Ensure(ctx context.Context, s Spec) (Result, error) {
 		case last.Info.Status == release.StatusUninstalling:
 			res.Found = fmt.Sprintf("revision %d %s", last.Version, last.Info.Status)
 			c.log.Info("Finishing an interrupted uninstall", "release", s.Name, "revision", last.Version)
-			if _, err := c.Uninstall(ctx, s.Name, s.Timeout); err != nil {
+			if _, err := c.uninstall(ctx, s.Name, s.Timeout); err != nil {
 				return res, err
 			}
 			res.Recovered = true
@@ -284,7 +295,13 @@ func (c *Client) upgrade(ctx context.Context, s Spec) (*release.Release, error) 
 
 // Uninstall removes the release and its history, and reports whether there
 // was one; a missing release is not an error.
-func (c *Client) Uninstall(_ context.Context, name string, t time.Duration) (bool, error) {
+func (c *Client) Uninstall(ctx context.Context, name string, t time.Duration) (bool, error) {
+	c.begin()
+	ok, err := c.uninstall(ctx, name, t)
+	return ok, c.interrupted(err)
+}
+
+func (c *Client) uninstall(_ context.Context, name string, t time.Duration) (bool, error) {
 	un := action.NewUninstall(c.cfg)
 	un.IgnoreNotFound = true
 	un.Timeout = timeout(t)

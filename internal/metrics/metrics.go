@@ -141,7 +141,7 @@ var (
 	// HelmOperations counts the Helm operations of spec.install.helm.
 	HelmOperations = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "clustershard_helm_operations_total",
-		Help: "Helm operations on spec.install.helm releases in remote clusters, by operation (install, upgrade, uninstall, recover: a release left pending marked failed; check: the release read and found up to date, or not readable) and result (success, failure).",
+		Help: "Helm operations on spec.install.helm releases in remote clusters, by operation (install, upgrade, uninstall, recover: a release left pending marked failed; check: the release read and found up to date, or not readable) and result (success, failure, interrupted: a write ended without a decision, so no failed revision was recorded and the next try redoes it).",
 	}, []string{"operation", "result"})
 	// RemoteWritesInDoubt counts remote writes sent without an answer.
 	RemoteWritesInDoubt = prometheus.NewCounter(prometheus.CounterOpts{
@@ -179,6 +179,9 @@ const (
 	HelmCheck     = "check"
 	ResultSuccess = "success"
 	ResultFailure = "failure"
+	// ResultInterrupted: a write of the operation ended without a
+	// decision; it recorded no failed revision and is redone.
+	ResultInterrupted = "interrupted"
 )
 
 // Collectors returns every collector of the package.
