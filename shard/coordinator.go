@@ -93,6 +93,9 @@ type Coordinator struct {
 	// shutdown running out of time).
 	letGo        map[string]letGo
 	windowLifted atomic.Bool
+	// ownWrites are, per cluster Lease, the version our last release
+	// replaced, until the cache lists another (ownwrites.go).
+	ownWrites map[string]string
 }
 
 // New returns a Coordinator; Run starts it.
@@ -108,6 +111,7 @@ func New(o Options) (*Coordinator, error) {
 		kick:     make(chan struct{}, 1),
 		clusters: map[string]*cluster{}, notStopped: map[string]bool{}, timings: map[string]string{}, acquireErr: map[string]error{},
 		doubt: map[string]*writeDoubt{}, wanted: map[string]time.Time{}, letGo: map[string]letGo{},
+		ownWrites: map[string]string{},
 	}
 	c.member = &membership{o: &c.o, onLapse: c.Kick, writes: func(verb string) { c.countWrite(verb, "membership") }}
 	c.o.Logger = c.log

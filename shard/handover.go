@@ -269,6 +269,7 @@ func (c *Coordinator) releaseLease(ctx context.Context, name string, abandon, re
 		return
 	}
 	var err error
+	replaced := l.ResourceVersion
 	switch {
 	case remove:
 		err = c.o.Client.Delete(ctx, &l, client.Preconditions{ResourceVersion: ptr.To(l.ResourceVersion)})
@@ -286,6 +287,7 @@ func (c *Coordinator) releaseLease(ctx context.Context, name string, abandon, re
 		c.log.Error(err, "Cannot release cluster Lease", "cluster", name)
 		return
 	}
+	c.wroteOver(l.Name, replaced)
 	c.o.journal(c.o.Clock.Now(), JournalReleased, name)
 }
 
@@ -301,11 +303,13 @@ func (c *Coordinator) writeRelease(ctx context.Context, name string, l *coordina
 	delete(l.Annotations, v1alpha1.IncarnationAnnotation)
 	l.Annotations[v1alpha1.ReleasedByAnnotation] = c.o.self
 	l.Annotations[v1alpha1.HandoverReasonAnnotation] = reason
+	replaced := l.ResourceVersion
 	err := c.o.Client.Update(ctx, l)
 	c.countWrite("update", "cluster")
 	if err != nil {
 		return err
 	}
+	c.wroteOver(l.Name, replaced)
 	c.o.journal(c.o.Clock.Now(), JournalReleased, name)
 	c.releasedLease(name)
 	return nil

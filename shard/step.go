@@ -93,16 +93,19 @@ func (c *Coordinator) step(ctx context.Context) bool {
 	}
 	// Every exit path reports what is owned now: a fenced replica owns nothing.
 	defer func() { metrics.OwnedClusters.Set(float64(len(c.Owned()))) }()
+	t := newPassTimer()
 	obs, ok := c.observe(ctx)
 	if !ok {
 		return false
 	}
 	p, err := c.plan(obs)
+	t.mark(metrics.PassObserve)
 	if err != nil {
 		c.log.Error(err, "Invalid ring options")
 		return false
 	}
-	c.apply(ctx, obs, p)
+	c.apply(ctx, obs, p, t)
+	c.endPass(t, c.o.RetryPeriod)
 	return true
 }
 
@@ -254,7 +257,7 @@ func handoverReason(o *reading, n, self, to string) string {
 // valid (rule 4), gives up lost clusters, hands over moved ones (rule 3,
 // rate limited), sweeps Leases nobody tracks, then acquires the assigned
 // clusters that are free now (rule 1; rule 2 runs in acquire).
-func (c *Coordinator) apply(ctx context.Context, o *reading, p *plan) {
+func (c *Coordinator) apply(ctx context.Context, o *reading, p *plan, t *passTimer) {
 	if o.active() {
 		c.rejoin(ctx, o.members)
 	}
@@ -265,6 +268,7 @@ func (c *Coordinator) apply(ctx context.Context, o *reading, p *plan) {
 		}
 		c.lose(ctx, n, "Lease changed by someone else")
 	}
+	t.mark(metrics.PassLosses)
 	var shares map[string]int
 	if len(p.handovers) > 0 {
 		shares = c.windowShares(o, p)
@@ -279,7 +283,9 @@ func (c *Coordinator) apply(ctx context.Context, o *reading, p *plan) {
 		}
 		c.handOver(ctx, n, !o.exists[n], p.why[n], p.assign[n], p.assign[n] != "")
 	}
+	t.mark(metrics.PassHandovers)
 	c.sweep(ctx, o.leases, p.assign, o.exists, o.active())
+	t.mark(metrics.PassSweep)
 	if o.active() && !o.inRing() {
 		// Cordoned: nothing is assigned here, so it has caught up (and is
 		// ready: a pod restarted while cordoned must not stall a rollout).
@@ -295,6 +301,7 @@ func (c *Coordinator) apply(ctx context.Context, o *reading, p *plan) {
 	}
 	c.acquireAssigned(ctx, o, p)
 	c.catchUp(p.assign)
+	t.mark(metrics.PassAcquire)
 }
 
 // acquireAssigned acquires the clusters the ring assigns to this replica

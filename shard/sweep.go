@@ -32,6 +32,7 @@ func (c *Coordinator) untracked(name string) bool {
 // stop timed out (others then take them after a lease duration unchanged). Each write is conditional on the version listed, so a
 // Lease someone took meanwhile is never touched.
 func (c *Coordinator) sweep(ctx context.Context, leases map[string]*coordinationv1.Lease, assign map[string]string, exists map[string]bool, selfValid bool) {
+	c.forgetOwnWrites(leases)
 	byLease := make(map[string]string, len(exists))
 	for n := range exists {
 		byLease[ClusterLeaseName(n)] = n
@@ -46,11 +47,15 @@ func (c *Coordinator) sweep(ctx context.Context, leases map[string]*coordination
 		if name == "" || holderOf(l) != c.o.self || l.Annotations[v1alpha1.AbandonedAnnotation] == "true" || !c.untracked(name) {
 			continue
 		}
+		if c.supersededByUs(l) {
+			continue // our own release, which the cache has not shown yet
+		}
 		if selfValid && exists[name] && assign[name] == c.o.Identity {
 			continue // acquired again by this pass's rule 1
 		}
 		wctx, cancel := context.WithTimeout(ctx, c.o.RenewDeadline)
 		l = l.DeepCopy()
+		rv := l.ResourceVersion
 		abandon, remove := c.unstopped(name) || c.inDoubt(name) != nil, !exists[name]
 		var err error
 		switch {
@@ -78,10 +83,12 @@ func (c *Coordinator) sweep(ctx context.Context, leases map[string]*coordination
 			c.countWrite("update", "cluster")
 		}
 		cancel()
+		if err == nil {
+			c.wroteOver(l.Name, rv)
+		}
 		switch {
 		case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
-			// Changed since the list (most often: our own release, which the
-			// cache had not shown yet). Judged again next pass.
+			// Changed since the list. Judged again next pass.
 			c.log.V(1).Info("Cluster Lease changed since listed; not freed", "cluster", name)
 			continue
 		case err != nil:

@@ -120,6 +120,15 @@ var (
 			"start (the remote manager until its caches synced and its controllers started).",
 		Buckets: []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30},
 	}, []string{"step"})
+	// OwnershipPassPhase is how long each phase of the coordinator's
+	// passes took.
+	OwnershipPassPhase = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "clustershard_ownership_pass_phase_seconds",
+		Help: "Seconds each phase of the ownership coordinator's passes took on this replica, by phase: observe (read the Leases and RemoteClusters), " +
+			"losses (clusters whose Lease changed), handovers (drains, stops and releases started), sweep (Leases nobody tracks), acquire (free Leases taken and their spawns started), total (the whole pass). " +
+			"A pass waits for the one before it, so a slow pass delays every acquisition after a release.",
+		Buckets: []float64{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10},
+	}, []string{"phase"})
 	// UnmanagedDuration is how long a cluster went without a running remote
 	// manager, observed when this replica's manager for it starts.
 	UnmanagedDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
@@ -188,11 +197,21 @@ const (
 func Collectors() []prometheus.Collector {
 	return []prometheus.Collector{
 		RingMembers, OwnedClusters, Clusters, UnownedClusters, Fenced, MembershipRenewFailures, LeaseTransitions, Transfers, Cordoned, CredentialRotations,
-		OwnershipWrites, HandoverDrains, HandoverWindow, HandoverWindowTimeouts, HandoverDuration, SpawnStepDuration, UnmanagedDuration, RemoteManagers, RemoteProbeDuration, RemoteProbeFailures,
+		OwnershipWrites, HandoverDrains, HandoverWindow, HandoverWindowTimeouts, HandoverDuration, SpawnStepDuration, OwnershipPassPhase, UnmanagedDuration, RemoteManagers, RemoteProbeDuration, RemoteProbeFailures,
 		ReplicatedObjects, ReplicationLag, ReplicationErrors, HelmOperations, RemoteWritesInDoubt, RemoteUnfenced,
 		ClusterEventsDropped,
 	}
 }
+
+// Phases of OwnershipPassPhase.
+const (
+	PassObserve   = "observe"
+	PassLosses    = "losses"
+	PassHandovers = "handovers"
+	PassSweep     = "sweep"
+	PassAcquire   = "acquire"
+	PassTotal     = "total"
+)
 
 // Outcomes of HandoverDrains.
 const (
