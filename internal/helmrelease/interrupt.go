@@ -43,7 +43,7 @@ func (t *interrupting) RoundTrip(req *http.Request) (*http.Response, error) {
 		return t.next.RoundTrip(req)
 	}
 	if cause := t.c.interruption(); cause != nil {
-		return nil, fmt.Errorf("%w: %s %s not sent: an earlier write of the operation ended without a decision (%v)", ErrInterrupted, req.Method, req.URL.Path, cause)
+		return nil, fmt.Errorf("%w: %s %s not sent: an earlier write of the operation ended without a decision (%w)", ErrInterrupted, req.Method, req.URL.Path, cause)
 	}
 	resp, err := t.next.RoundTrip(req)
 	switch {
