@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -17,27 +16,63 @@ import (
 	"github.com/clustershard/clustershard/internal/metrics"
 )
 
-// acquireAll acquires the free clusters in parallel (each is its own Lease,
-// written with optimistic concurrency on the version judged free), so a
-// replica taking over many clusters does not write their Leases one after
-// another. It returns each cluster's error.
-func (c *Coordinator) acquireAll(ctx context.Context, names []string, leases map[string]*coordinationv1.Lease, epoch uint64, live map[string]bool) map[string]error {
-	errs := make([]error, len(names))
-	sem := make(chan struct{}, acquireParallelism)
-	var wg sync.WaitGroup
-	for i, n := range names {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			errs[i] = c.acquire(ctx, n, leases[ClusterLeaseName(n)], epoch, c.wanted[n], live)
-		})
+// startAcquisitions starts the acquisition of each free cluster (each is
+// its own Lease, written with optimistic concurrency on the version judged
+// free), at most acquireParallelism in flight at once, and returns once
+// every one has started: a replica taking over many clusters does not write
+// their Leases one after another, and the pass does not wait for their
+// answers, so the next pass can take a Lease released meanwhile at once
+// instead of after this pass's slowest write. What each acquisition needs
+// of the observer is read here, on the pass's goroutine; a cluster whose
+// acquisition is on its way is busy for the passes (acquireAssigned) and
+// tracked for the sweep, which never frees its Lease. Their outcomes are
+// collected by the next pass (collectAcquisitions).
+func (c *Coordinator) startAcquisitions(ctx context.Context, names []string, leases map[string]*coordinationv1.Lease, epoch uint64, live map[string]bool) {
+	for _, n := range names {
+		l := leases[ClusterLeaseName(n)]
+		prep := c.prepareAcquire(n, l, c.wanted[n], live)
+		select {
+		case c.acquireSlots <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		c.mu.Lock()
+		c.acquiring[n] = true
+		c.mu.Unlock()
+		go func() {
+			err := c.acquire(ctx, n, l, epoch, prep)
+			c.mu.Lock()
+			delete(c.acquiring, n)
+			c.acquired = append(c.acquired, acquisition{name: n, err: err})
+			c.mu.Unlock()
+			<-c.acquireSlots
+			c.Kick()
+		}()
 	}
-	wg.Wait()
-	out := make(map[string]error, len(names))
-	for i, n := range names {
-		out[n] = errs[i]
+}
+
+// acquisition is the outcome of one acquisition, for the next pass.
+type acquisition struct {
+	name string
+	err  error
+}
+
+// collectAcquisitions records the outcomes of the acquisitions that ended
+// since the last pass (step goroutine only: it owns acquireErr and wanted).
+func (c *Coordinator) collectAcquisitions() {
+	c.mu.Lock()
+	done := c.acquired
+	c.acquired = nil
+	c.mu.Unlock()
+	for _, a := range done {
+		if a.err != nil {
+			c.log.V(1).Info("Cluster Lease not acquired", "cluster", a.name, "reason", a.err.Error())
+			c.acquireErr[a.name] = a.err
+			continue
+		}
+		delete(c.acquireErr, a.name)
+		delete(c.wanted, a.name)
 	}
-	return out
 }
 
 // cacheBehind reports whether the cached Lease of a cluster we hold is only
@@ -164,12 +199,27 @@ func (c *Coordinator) free(ctx context.Context, name string, l *coordinationv1.L
 	return read.Sub(changed) > c.obs.leaseFor(memberLease)
 }
 
+// preparedAcquisition is what an acquisition needs of the pass that judged
+// the Lease free: read from the observer on the pass's goroutine.
+type preparedAcquisition struct {
+	assigned, unmanagedSince time.Time
+	expired                  bool
+	transfer                 *Transfer
+}
+
+// prepareAcquire reads what the acquisition of cluster name, whose Lease l
+// was judged free, reports once its manager runs.
+func (c *Coordinator) prepareAcquire(name string, l *coordinationv1.Lease, assigned time.Time, live map[string]bool) preparedAcquisition {
+	since, expired := c.unmanagedSince(l, assigned, live)
+	return preparedAcquisition{assigned: assigned, unmanagedSince: since, expired: expired, transfer: c.transferFrom(name, l)}
+}
+
 // acquire takes the cluster Lease (create, or update on the version read) and
-// then spawns (rule 2: spawn after acquire). acquireAll runs it for several
-// clusters at once: it only reads the step's observer and wanted map.
-func (c *Coordinator) acquire(ctx context.Context, name string, l *coordinationv1.Lease, epoch uint64, assigned time.Time, live map[string]bool) error {
-	unmanagedSince, expired := c.unmanagedSince(l, assigned, live)
-	tr := c.transferFrom(name, l)
+// then spawns (rule 2: spawn after acquire). startAcquisitions runs it for
+// several clusters at once, off the pass's goroutine: it reads nothing of
+// the observer.
+func (c *Coordinator) acquire(ctx context.Context, name string, l *coordinationv1.Lease, epoch uint64, prep preparedAcquisition) error {
+	assigned, unmanagedSince, expired, tr := prep.assigned, prep.unmanagedSince, prep.expired, prep.transfer
 	replaced := ""
 	if l != nil {
 		replaced = l.ResourceVersion
@@ -218,9 +268,13 @@ func (c *Coordinator) acquire(ctx context.Context, name string, l *coordinationv
 		return err
 	}
 	// The write may have taken long: own the cluster only if membership is
-	// still valid in the epoch we judged it in.
+	// still valid in the epoch we judged it in (and, in tests, the process
+	// was not "killed" meanwhile).
 	if _, e, ok := c.member.valid(); !ok || e != epoch {
 		return fmt.Errorf("membership lapsed while acquiring")
+	}
+	if c.crashed.Load() {
+		return fmt.Errorf("crashed while acquiring")
 	}
 	c.o.journal(c.o.Clock.Now(), JournalOwned, name) // before authority begins
 	st := &cluster{phase: phaseOwned, epoch: epoch, since: c.o.Clock.Now(), handler: newHandlerLock()}

@@ -93,6 +93,12 @@ type Coordinator struct {
 	// shutdown running out of time).
 	letGo        map[string]letGo
 	windowLifted atomic.Bool
+	// acquiring are the clusters whose acquisition is on its way, acquired
+	// the outcomes of those that ended since the last pass took them, and
+	// acquireSlots bounds them (startAcquisitions).
+	acquiring    map[string]bool
+	acquired     []acquisition
+	acquireSlots chan struct{}
 	// ownWrites are, per cluster Lease, the version our last release
 	// replaced, until the cache lists another (ownwrites.go).
 	ownWrites map[string]string
@@ -111,7 +117,7 @@ func New(o Options) (*Coordinator, error) {
 		kick:     make(chan struct{}, 1),
 		clusters: map[string]*cluster{}, notStopped: map[string]bool{}, timings: map[string]string{}, acquireErr: map[string]error{},
 		doubt: map[string]*writeDoubt{}, wanted: map[string]time.Time{}, letGo: map[string]letGo{},
-		ownWrites: map[string]string{},
+		ownWrites: map[string]string{}, acquiring: map[string]bool{}, acquireSlots: make(chan struct{}, acquireParallelism),
 	}
 	c.member = &membership{o: &c.o, onLapse: c.Kick, writes: func(verb string) { c.countWrite(verb, "membership") }}
 	c.o.Logger = c.log
@@ -205,5 +211,5 @@ func (c *Coordinator) Run(ctx context.Context, shutdownTimeout time.Duration) er
 	}
 }
 
-// acquireParallelism bounds the Lease writes of one pass in flight at once.
+// acquireParallelism bounds the acquisitions (Lease writes) in flight at once.
 const acquireParallelism = 8

@@ -63,8 +63,10 @@ func (c *Coordinator) shutdown(ctx context.Context) error {
 		if c.windowLifted.Load() {
 			c.handOverAll(ctx)
 		}
+		// An acquisition started before the shutdown may still end with
+		// the cluster ours: it is handed over like the others.
 		c.mu.Lock()
-		n := len(c.clusters)
+		n := len(c.clusters) + len(c.acquiring)
 		c.mu.Unlock()
 		if n == 0 {
 			return nil

@@ -307,6 +307,7 @@ func (c *Coordinator) apply(ctx context.Context, o *reading, p *plan, t *passTim
 // acquireAssigned acquires the clusters the ring assigns to this replica
 // whose Lease is free now (after this pass's losses and hand-overs).
 func (c *Coordinator) acquireAssigned(ctx context.Context, o *reading, p *plan) {
+	c.collectAcquisitions()
 	var free []string
 	for _, n := range o.names {
 		if p.assign[n] != c.o.Identity {
@@ -318,7 +319,7 @@ func (c *Coordinator) acquireAssigned(ctx context.Context, o *reading, p *plan) 
 		}
 		c.mu.Lock()
 		st := c.clusters[n]
-		busy := st != nil && st.phase != phaseFree
+		busy := (st != nil && st.phase != phaseFree) || c.acquiring[n]
 		c.mu.Unlock()
 		// A write of an earlier authority that may still land keeps the
 		// cluster from this replica until it cannot: raised again, the
@@ -327,13 +328,5 @@ func (c *Coordinator) acquireAssigned(ctx context.Context, o *reading, p *plan) 
 			free = append(free, n)
 		}
 	}
-	for n, err := range c.acquireAll(ctx, free, o.leases, o.epoch, o.live) {
-		if err != nil {
-			c.log.V(1).Info("Cluster Lease not acquired", "cluster", n, "reason", err.Error())
-			c.acquireErr[n] = err
-			continue
-		}
-		delete(c.acquireErr, n)
-		delete(c.wanted, n)
-	}
+	c.startAcquisitions(ctx, free, o.leases, o.epoch, o.live)
 }

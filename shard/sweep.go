@@ -14,12 +14,14 @@ import (
 )
 
 // untracked tells whether this replica runs nothing for a cluster: no entry,
-// or one that is free. An entry being released or lost is still in hand.
+// or one that is free, and no acquisition on its way (whose write the cache
+// may show before the acquisition has recorded it). An entry being released
+// or lost is still in hand.
 func (c *Coordinator) untracked(name string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	st := c.clusters[name]
-	return st == nil || st.phase == phaseFree
+	return (st == nil || st.phase == phaseFree) && !c.acquiring[name]
 }
 
 // sweep frees the cluster Leases that name this replica although it runs
