@@ -220,6 +220,11 @@ func (c *Coordinator) prepareAcquire(name string, l *coordinationv1.Lease, assig
 // the observer.
 func (c *Coordinator) acquire(ctx context.Context, name string, l *coordinationv1.Lease, epoch uint64, prep preparedAcquisition) error {
 	assigned, unmanagedSince, expired, tr := prep.assigned, prep.unmanagedSince, prep.expired, prep.transfer
+	// A pass may have waited for a slot: write nothing once membership
+	// left the epoch the Lease was judged free in.
+	if _, e, ok := c.member.valid(); !ok || e != epoch {
+		return fmt.Errorf("membership lapsed before acquiring")
+	}
 	replaced := ""
 	if l != nil {
 		replaced = l.ResourceVersion

@@ -94,6 +94,7 @@ func (c *Coordinator) step(ctx context.Context) bool {
 	// Every exit path reports what is owned now: a fenced replica owns nothing.
 	defer func() { metrics.OwnedClusters.Set(float64(len(c.Owned()))) }()
 	t := newPassTimer()
+	c.collectAcquisitions() // also in passes that take nothing (cordoned, settling, leaving)
 	obs, ok := c.observe(ctx)
 	if !ok {
 		return false
@@ -307,7 +308,6 @@ func (c *Coordinator) apply(ctx context.Context, o *reading, p *plan, t *passTim
 // acquireAssigned acquires the clusters the ring assigns to this replica
 // whose Lease is free now (after this pass's losses and hand-overs).
 func (c *Coordinator) acquireAssigned(ctx context.Context, o *reading, p *plan) {
-	c.collectAcquisitions()
 	var free []string
 	for _, n := range o.names {
 		if p.assign[n] != c.o.Identity {
