@@ -22,21 +22,30 @@ import (
 // every one has started: a replica taking over many clusters does not write
 // their Leases one after another, and the pass does not wait for their
 // answers, so the next pass can take a Lease released meanwhile at once
-// instead of after this pass's slowest write. What each acquisition needs
-// of the observer is read here, on the pass's goroutine; a cluster whose
-// acquisition is on its way is busy for the passes (acquireAssigned) and
-// tracked for the sweep, which never frees its Lease. Their outcomes are
-// collected by the next pass (collectAcquisitions).
+// instead of after this pass's slowest write; with every slot taken, the
+// rest wait for the pass that the end of an acquisition kicks. What each
+// acquisition needs of the observer is read here, on the pass's goroutine;
+// a cluster whose acquisition is on its way is busy for the passes
+// (acquireAssigned) and tracked for the sweep, which never frees its Lease.
+// Their outcomes are collected by the next pass (collectAcquisitions).
 func (c *Coordinator) startAcquisitions(ctx context.Context, names []string, leases map[string]*coordinationv1.Lease, epoch uint64, live map[string]bool) {
 	for _, n := range names {
-		l := leases[ClusterLeaseName(n)]
-		prep := c.prepareAcquire(n, l, c.wanted[n], live)
 		select {
 		case c.acquireSlots <- struct{}{}:
-		case <-ctx.Done():
+		default:
+			// Every slot is taken: the rest wait for a later pass, which
+			// the end of each acquisition kicks, so this pass goes on to
+			// its hand-overs and releases instead of waiting for a write.
 			return
 		}
+		l := leases[ClusterLeaseName(n)]
+		prep := c.prepareAcquire(n, l, c.wanted[n], live)
 		c.mu.Lock()
+		if c.crashed.Load() || c.acquireClosed {
+			c.mu.Unlock()
+			<-c.acquireSlots
+			return
+		}
 		c.acquiring[n] = true
 		c.mu.Unlock()
 		go func() {
@@ -230,6 +239,12 @@ func (c *Coordinator) acquire(ctx context.Context, name string, l *coordinationv
 		replaced = l.ResourceVersion
 	}
 	now := metav1.NewMicroTime(c.o.Clock.Now())
+	// The write is not cut by the end of ctx (a SIGTERM): a write cut on
+	// its way may still land, leaving a Lease that names us while we track
+	// nothing, and a shutdown that returned meanwhile left its successor
+	// to wait a lease duration. Bounded by the call's timeout, it ends
+	// with an answer, and a cluster acquired is handed over like the rest.
+	wctx := context.WithoutCancel(ctx)
 	var err error
 	if l == nil {
 		l = &coordinationv1.Lease{ObjectMeta: leaseMeta(c.o.Namespace, ClusterLeaseName(name))}
@@ -239,7 +254,7 @@ func (c *Coordinator) acquire(ctx context.Context, name string, l *coordinationv
 			HolderIdentity: ptr.To(c.o.Identity), AcquireTime: &now, RenewTime: &now,
 			LeaseDurationSeconds: ptr.To(int32(c.o.LeaseDuration / time.Second)), LeaseTransitions: ptr.To(int32(0)),
 		}
-		cctx, cancel := c.call(ctx)
+		cctx, cancel := c.call(wctx)
 		err = c.o.Client.Create(cctx, l)
 		cancel()
 		c.countWrite("create", "cluster")
@@ -264,13 +279,17 @@ func (c *Coordinator) acquire(ctx context.Context, name string, l *coordinationv
 		l.Spec.HolderIdentity = ptr.To(c.o.Identity) // bare: see v1alpha1.IncarnationAnnotation
 		l.Spec.AcquireTime, l.Spec.RenewTime = &now, &now
 		l.Spec.LeaseDurationSeconds = ptr.To(int32(c.o.LeaseDuration / time.Second))
-		cctx, cancel := c.call(ctx)
+		cctx, cancel := c.call(wctx)
 		err = c.o.Client.Update(cctx, l) // optimistic concurrency on the version we judged
 		cancel()
 		c.countWrite("update", "cluster")
 	}
 	if err != nil {
-		return err
+		fresh, lerr := c.landed(wctx, name, err)
+		if fresh == nil {
+			return lerr
+		}
+		l = fresh
 	}
 	// The write may have taken long: own the cluster only if membership is
 	// still valid in the epoch we judged it in (and, in tests, the process
@@ -280,6 +299,12 @@ func (c *Coordinator) acquire(ctx context.Context, name string, l *coordinationv
 	}
 	if c.crashed.Load() {
 		return fmt.Errorf("crashed while acquiring")
+	}
+	c.mu.Lock()
+	closed := c.acquireClosed
+	c.mu.Unlock()
+	if closed {
+		return fmt.Errorf("shut down while acquiring")
 	}
 	c.o.journal(c.o.Clock.Now(), JournalOwned, name) // before authority begins
 	st := &cluster{phase: phaseOwned, epoch: epoch, since: c.o.Clock.Now(), handler: newHandlerLock()}
@@ -300,11 +325,35 @@ func (c *Coordinator) acquire(ctx context.Context, name string, l *coordinationv
 	go func() {
 		_ = st.handler.lock(context.Background()) // a stop before it is bounded itself
 		defer st.handler.unlock()
-		if c.Owns(name) {
+		if c.Owns(name) && !c.crashed.Load() {
 			c.o.Handler.Acquired(ctx, name)
 		}
 	}()
 	return nil
+}
+
+// landed settles a write whose answer was not a decision (a timeout, a
+// broken connection, a 5xx): it may have landed. A fresh read that shows
+// the Lease held by us is our write (nobody else writes our identity, with
+// our incarnation), and the cluster is ours; anything else is the error.
+// Without it, a Lease naming us was left for the sweep to find, and a
+// shutdown meanwhile returned before it was released.
+func (c *Coordinator) landed(ctx context.Context, name string, err error) (*coordinationv1.Lease, error) {
+	if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || apierrors.IsInvalid(err) ||
+		apierrors.IsForbidden(err) || apierrors.IsNotFound(err) || apierrors.IsBadRequest(err) {
+		return nil, err // a decision: nothing landed
+	}
+	var fresh coordinationv1.Lease
+	cctx, cancel := c.call(ctx)
+	defer cancel()
+	if gerr := c.o.Client.Get(cctx, types.NamespacedName{Namespace: c.o.Namespace, Name: ClusterLeaseName(name)}, &fresh); gerr != nil {
+		return nil, fmt.Errorf("%w (and reading the Lease again to see whether it landed: %v)", err, gerr)
+	}
+	if holderOf(&fresh) != c.o.self {
+		return nil, err
+	}
+	c.log.Info("Cluster Lease write ended without an answer but landed", "cluster", name, "error", err.Error())
+	return &fresh, nil
 }
 
 // unmanagedSince estimates, on the local clock, since when the cluster of
@@ -330,4 +379,22 @@ func (c *Coordinator) unmanagedSince(l *coordinationv1.Lease, assigned time.Time
 
 func leaseMeta(namespace, name string) metav1.ObjectMeta {
 	return metav1.ObjectMeta{Namespace: namespace, Name: name}
+}
+
+// closeAcquisitions stops acquisitions from starting or recording a
+// cluster, and waits until those on their way have ended (each is bounded
+// by its call's timeout).
+func (c *Coordinator) closeAcquisitions() {
+	c.mu.Lock()
+	c.acquireClosed = true
+	c.mu.Unlock()
+	for {
+		c.mu.Lock()
+		n := len(c.acquiring)
+		c.mu.Unlock()
+		if n == 0 {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }

@@ -99,6 +99,9 @@ type Coordinator struct {
 	acquiring    map[string]bool
 	acquired     []acquisition
 	acquireSlots chan struct{}
+	// acquireClosed: no acquisition starts or records any more (Run
+	// returning; closeAcquisitions).
+	acquireClosed bool
 	// ownWrites are, per cluster Lease, the version our last release
 	// replaced, until the cache lists another (ownwrites.go).
 	ownWrites map[string]string
@@ -201,6 +204,9 @@ func (c *Coordinator) Run(ctx context.Context, shutdownTimeout time.Duration) er
 			sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 			err := c.shutdown(sctx)
 			cancel()
+			// An acquisition still on its way (a shutdown that timed out)
+			// records nothing now, and ends before membership does.
+			c.closeAcquisitions()
 			stopMember()
 			<-memberDone
 			c.member.lost()

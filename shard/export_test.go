@@ -22,6 +22,7 @@ func (c *Coordinator) Pause() (resume func()) {
 // goroutines for cleanup.
 func (c *Coordinator) Crash() (cleanup func()) {
 	c.crashed.Store(true)
+	c.closeAcquisitions() // a dead process has no write on its way
 	return c.Pause()
 }
 
