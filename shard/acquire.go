@@ -347,7 +347,7 @@ func (c *Coordinator) landed(ctx context.Context, name string, err error) (*coor
 	cctx, cancel := c.call(ctx)
 	defer cancel()
 	if gerr := c.o.Client.Get(cctx, types.NamespacedName{Namespace: c.o.Namespace, Name: ClusterLeaseName(name)}, &fresh); gerr != nil {
-		return nil, fmt.Errorf("%w (and reading the Lease again to see whether it landed: %v)", err, gerr)
+		return nil, fmt.Errorf("%w (and reading the Lease again to see whether it landed: %w)", err, gerr)
 	}
 	if holderOf(&fresh) != c.o.self {
 		return nil, err
