@@ -9,7 +9,6 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/clustershard/clustershard/api/v1alpha1"
 	"github.com/clustershard/clustershard/shard"
@@ -42,17 +41,7 @@ func TestAcquisitionCutAtShutdownLeavesNoLeaseNamingUs(t *testing.T) {
 		<-ctx.Done() // landed; the answer is lost with the caller's context
 		return ctx.Err()
 	}
-	a := startInstanceWith(t, ns, "a", clusters, trackingHandler{"a", tr},
-		func(c client.WithWatch) client.WithWatch {
-			return interceptor.NewClient(c, interceptor.Funcs{
-				Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
-					return cut(ctx, obj, func() error { return c.Create(ctx, obj, opts...) })
-				},
-				Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
-					return cut(ctx, obj, func() error { return c.Update(ctx, obj, opts...) })
-				},
-			})
-		}, nil)
+	a := startInstanceWith(t, ns, "a", clusters, trackingHandler{"a", tr}, leaseWrites(cut), nil)
 	select {
 	case <-landed:
 	case <-time.After(20 * time.Second):

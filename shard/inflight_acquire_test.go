@@ -60,17 +60,7 @@ func TestSlowAcquisitionIsNotSweptUnderIt(t *testing.T) {
 		}
 		return err
 	}
-	a := startInstanceWith(t, ns, "a", clusters, trackingHandler{"a", tr},
-		func(c client.WithWatch) client.WithWatch {
-			return interceptor.NewClient(c, interceptor.Funcs{
-				Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
-					return slow(ctx, obj, func() error { return c.Create(ctx, obj, opts...) })
-				},
-				Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
-					return slow(ctx, obj, func() error { return c.Update(ctx, obj, opts...) })
-				},
-			})
-		}, nil)
+	a := startInstanceWith(t, ns, "a", clusters, trackingHandler{"a", tr}, leaseWrites(slow), nil)
 	select {
 	case <-held:
 	case <-time.After(20 * time.Second):
@@ -95,5 +85,21 @@ func TestSlowAcquisitionIsNotSweptUnderIt(t *testing.T) {
 	settled(t, tr, ns, expected(t, []string{"a", "b"}, clusters), map[string]*instance{"a": a, "b": b}, 30*time.Second)
 	if v := tr.check(); len(v) > 0 {
 		t.Fatalf("overlaps: %v", v)
+	}
+}
+
+// leaseWrites wraps a coordinator's client so that every Create and Update
+// goes through around(ctx, obj, write), which does the real write by
+// calling write (or not).
+func leaseWrites(around func(ctx context.Context, obj client.Object, write func() error) error) func(client.WithWatch) client.WithWatch {
+	return func(c client.WithWatch) client.WithWatch {
+		return interceptor.NewClient(c, interceptor.Funcs{
+			Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+				return around(ctx, obj, func() error { return c.Create(ctx, obj, opts...) })
+			},
+			Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+				return around(ctx, obj, func() error { return c.Update(ctx, obj, opts...) })
+			},
+		})
 	}
 }
