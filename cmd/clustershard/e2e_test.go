@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -148,10 +149,21 @@ func poll(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	}
 }
 
-// Three replica processes of the real binary against a real management API
-// server and two remotes: every cluster owned once; SIGTERM moves a
-// replica's clusters within 2 s each; SIGKILL within the lease duration + 5 s;
-// objects keep syncing.
+// settled waits until no cluster Lease has changed holder for quiet: the
+// ring's moves after a change of members (an uncordon, a join) are over,
+// so what a test does next is not mistaken for one of them (or cut by one).
+func settled(t *testing.T, timeout, quiet time.Duration) {
+	t.Helper()
+	last, since := holders(t), time.Now()
+	poll(t, timeout, fmt.Sprintf("no cluster Lease changing holder for %v", quiet), func() bool {
+		if now := holders(t); !maps.Equal(now, last) {
+			last, since = now, time.Now()
+			return false
+		}
+		return time.Since(since) >= quiet
+	})
+}
+
 // managementKubeconfig writes the management API server's kubeconfig to a
 // file for the replica processes and returns its path.
 func managementKubeconfig(t *testing.T) string {

@@ -122,6 +122,10 @@ func TestDrainUncordonMoveProcesses(t *testing.T) {
 	}
 	poll(t, 30*time.Second, "o-0 holding clusters again", func() bool { return len(heldBy("o-0")) > 0 })
 	poll(t, 30*time.Second, "every cluster held by o-0 or o-1", ours("o-0", "o-1"))
+	// The uncordon's rebalance may still be moving clusters (the ring holds
+	// those of other tests too): a move of one it is moving would be that
+	// rebalance, with no Placement transfer of its own.
+	settled(t, 60*time.Second, 3*time.Second)
 
 	// Move one cluster to the replica that does not hold it.
 	cluster := clusters[0]
