@@ -39,6 +39,7 @@ func TestSmokeRun(t *testing.T) {
 	c.MemorySizes, c.ColdStartClusters, c.Idle = []int{0, 4}, 6, time.Second
 	c.ReplicationClusters, c.ReplicationObjects, c.ChurnRate, c.ChurnObjects = 4, 5, 20, 20
 	c.BulkheadClusters, c.BulkheadObjects, c.BulkheadRate = 6, 12, 10
+	c.ProfileDir = t.TempDir()
 	c.Out = testWriter{t}
 	res := bench.Run(t.Context(), c)
 	if len(res.Errors) > 0 {
@@ -65,6 +66,14 @@ func TestSmokeRun(t *testing.T) {
 		t.Errorf("memory: %+v", res.Memory)
 	} else if to := m.TakeOver; to == nil || to.Moved == 0 || len(to.PeakMiB) != 2 || to.PeakRatio < 1 {
 		t.Errorf("take-over memory: %+v", m.TakeOver)
+	}
+	if m := res.Memory; m != nil && (m.ColdProfile == nil || len(m.ColdProfile.PerSpawn) == 0 || len(m.HeapKiBPerCluster) == 0 || len(m.GoroutinesPerClusterBy) == 0) {
+		t.Errorf("memory breakdowns by component: cpu %+v heap %v goroutines %v", m.ColdProfile, m.HeapKiBPerCluster, m.GoroutinesPerClusterBy)
+	}
+	for _, f := range []string{"cold-start-cpu.pb.gz", "idle-4-heap.pb.gz", "idle-4-goroutine.pb.gz"} {
+		if fi, err := os.Stat(filepath.Join(c.ProfileDir, f)); err != nil || fi.Size() == 0 {
+			t.Errorf("profile %s: %v", f, err)
+		}
 	}
 	if r := res.Replication; r == nil || len(r.Runs) != 2 || r.SpeedUp <= 0 || r.Churn == nil || r.Churn.Missing != 0 {
 		t.Errorf("replication: %+v (churn %+v)", res.Replication, res.Replication.Churn)
@@ -97,7 +106,7 @@ func TestSmokeRun(t *testing.T) {
 		}
 	}
 	md := bench.Markdown(res, plots, "results/x.json")
-	for _, s := range []string{"## 1. Ownership write cost", "## 2. Hand-over", "## 3. Balance", "## 4. Memory", "## 5. Replication", "## 5b. Replication with remote clusters 50 ms away", "## 5c.", "## 6. Bulkheads", "Take-over:", "## What bounds the missed targets", "CPUs"} {
+	for _, s := range []string{"## 1. Ownership write cost", "## 2. Hand-over", "## 3. Balance", "## 4. Memory", "## 5. Replication", "## 5b. Replication with remote clusters 50 ms away", "## 5c.", "## 6. Bulkheads", "Take-over:", "| component | CPU per spawn |", "| component | heap per cluster |", "## What bounds the missed targets", "CPUs"} {
 		if !strings.Contains(md, s) {
 			t.Errorf("RESULTS.md lacks %q", s)
 		}

@@ -176,6 +176,7 @@ func Markdown(r *Results, plots map[string]string, jsonFile string) string {
 				m.ColdReplicaCPUPerSpawnMs, m.ColdReplicaCPUPerSpawnMs/f.CPUPerManagerMs, targetSpawnOverFlr, verdict(m.ColdReplicaCPUPerSpawnMs <= targetSpawnOverFlr*f.CPUPerManagerMs))
 			p("")
 		}
+		componentTables(p, m)
 		img("memory")
 	}
 
@@ -306,4 +307,36 @@ func bulkheadSection(p func(string, ...any), bh *Bulkheads) {
 	p("Healthy clusters' p99 with bad remotes over without: %.2f× (target ≤ %.2f×: %s). Replica crashes: %s. Bad clusters shown within the bound: %s.",
 		bh.P99Ratio, targetBulkheadRatio, verdict(bh.P99Ratio > 0 && bh.P99Ratio <= targetBulkheadRatio), crashed, verdict(allShown && len(bh.Bad) > 0))
 	p("")
+}
+
+// componentTables writes the memory scenario's breakdowns by component,
+// from the replicas' pprof profiles (bench/profiles).
+func componentTables(p func(string, ...any), m *Memory) {
+	if cp := m.ColdProfile; cp != nil && len(cp.PerSpawn) > 0 {
+		p("Where the cold start's CPU goes: the same cold start run again with the %d replicas' CPU profiled from their start (a run of its own, since the profiler slows a replica owning many clusters: every manager running after %.2f s, replica CPU per spawn %.2f ms, against %.2f s and %.2f ms above). Their profiles over it are merged in bench/profiles/cold-start-cpu.pb.gz; each sample is charged to the first component in this order that a frame of its stack belongs to, so a reflector's decoding is the caches', a Helm install's requests the Helm client's:",
+			m.ColdStartR, cp.AllRunning, cp.CPUPerSpawnMs, m.ColdAllRunning, m.ColdReplicaCPUPerSpawnMs)
+		p("")
+		p("| component | CPU per spawn | share |")
+		p("|---|---|---|")
+		for _, c := range cp.PerSpawn {
+			p("| %s | %.2f ms | %.1f %% |", c.Component, c.Value, 100*c.Share)
+		}
+		p("")
+	}
+	if len(m.HeapKiBPerCluster) > 0 {
+		p("What an idle cluster holds, by component: the slope over the sizes above of each component's in-use heap after a GC and of its goroutines, from the replica's heap and goroutine profiles (the largest size's: bench/profiles/idle-*.pb.gz). Heap is what Go allocated and still holds, less than RSS (which adds the runtime's spans, stacks and freed pages not yet returned).")
+		p("")
+		p("| component | heap per cluster | share |")
+		p("|---|---|---|")
+		for _, c := range m.HeapKiBPerCluster {
+			p("| %s | %.1f KiB | %.1f %% |", c.Component, c.Value, 100*c.Share)
+		}
+		p("")
+		p("| component | goroutines per cluster |")
+		p("|---|---|")
+		for _, c := range m.GoroutinesPerClusterBy {
+			p("| %s | %.2f |", c.Component, c.Value)
+		}
+		p("")
+	}
 }

@@ -17,9 +17,11 @@ const mib = 1 << 20
 // (each remote manager watching the replicated kind in its own namespace of
 // one shared remote API server) for every n of sizes, the slope in MiB per
 // cluster, and the cold start of r replicas over m clusters.
-func memory(ctx context.Context, base drill.Options, sizes []int, r, m int, idle time.Duration, logf func(string, ...any)) (*Memory, error) {
+func memory(ctx context.Context, base drill.Options, sizes []int, r, m int, idle time.Duration, profileDir string, logf func(string, ...any)) (*Memory, error) {
 	res := &Memory{ColdStartR: r, ColdStartM: m, Idle: idle.String()}
 	var xs, ys, gs []float64
+	var heaps, routines []map[string]float64
+	base.Profile = true
 	for i, n := range sizes {
 		o := base
 		o.Replicas, o.Remotes, o.ClustersPerRemote, o.ObjectsPerCluster = 1, 1, n, 0
@@ -30,6 +32,10 @@ func memory(ctx context.Context, base drill.Options, sizes []int, r, m int, idle
 		sleep(ctx, idle) // idle: caches synced, start-up garbage collected
 		rss, err := s.RSS()
 		g, gerr := s.Gauges(ctx, "go_goroutines")
+		heap, routine, perr := idleProfiles(ctx, s, n, i == len(sizes)-1, profileDir)
+		if perr != nil {
+			logf("  %d clusters: no profile (%v)", n, perr)
+		}
 		if err == nil && i == 0 {
 			// The floor, on this session's idle remote API server.
 			res.Floor, err = bareFloor(ctx, s.RemoteConfig(0), m)
@@ -49,10 +55,15 @@ func memory(ctx context.Context, base drill.Options, sizes []int, r, m int, idle
 		}
 		res.Points = append(res.Points, p)
 		xs, ys, gs = append(xs, float64(n)), append(ys, v), append(gs, p.Goroutines)
+		heaps, routines = append(heaps, heap), append(routines, routine)
 		logf("  1 replica owning %d clusters: RSS %.1f MiB, %.0f goroutines", n, v, p.Goroutines)
 	}
 	res.MiBPerCluster = round(slope(xs, ys), 3)
 	res.GoroutinesPerCluster = round(slope(xs, gs), 1)
+	if !slices.ContainsFunc(heaps, isNil) && !slices.ContainsFunc(routines, isNil) {
+		res.HeapKiBPerCluster = slopes(xs, heaps, 1.0/1024, 1)
+		res.GoroutinesPerClusterBy = slopes(xs, routines, 1, 2)
+	}
 
 	o := base
 	o.Replicas, o.Remotes, o.ClustersPerRemote, o.ObjectsPerCluster = r, 2, m/2, 0
@@ -87,7 +98,41 @@ func memory(ctx context.Context, base drill.Options, sizes []int, r, m int, idle
 	}
 	res.TakeOver = t
 	logf("  SIGKILL take-over of %d clusters in %.2fs: survivors' RSS %v MiB idle before, peak %v MiB (%.2f×)", t.Moved, t.Seconds, t.SteadyMiB, t.PeakMiB, t.PeakRatio)
+	_ = s.Close()
+	// The same cold start again, its replicas' CPU profiled from their
+	// start: a run of its own, because the profiler slows a replica
+	// owning many clusters (its figures above are unprofiled).
+	o.ProfileCPU = true
+	p, err := profiledColdStart(ctx, o, m, profileDir)
+	if err != nil {
+		logf("  profiled cold start: %v", err)
+		return res, nil
+	}
+	res.ColdProfile = p
+	logf("  profiled cold start: every manager running after %.2fs, replica CPU per spawn %.2f ms (profiler included)", p.AllRunning, p.CPUPerSpawnMs)
 	return res, nil
+}
+
+// profiledColdStart runs the cold start of o with CPU profiles and breaks
+// the replicas' CPU over it down by component.
+func profiledColdStart(ctx context.Context, o drill.Options, m int, dir string) (*ColdProfile, error) {
+	s, err := drill.NewSession(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = s.Close() }()
+	p := &ColdProfile{AllRunning: round(s.StartUp().Seconds(), 3)}
+	var cpu float64
+	for _, pid := range s.PIDs() {
+		if t, ok := procTicks(pid); ok {
+			cpu += t
+		}
+	}
+	p.CPUPerSpawnMs = round(1000*cpu/float64(m), 2)
+	if p.PerSpawn, err = coldStartCPU(s, m, dir); err != nil {
+		return nil, err
+	}
+	return p, nil
 }
 
 // takeOverMemory SIGKILLs the last replica of s once the others are idle
@@ -155,3 +200,5 @@ func takeOverMemory(ctx context.Context, s *drill.Session, idle time.Duration) (
 	}
 	return t, nil
 }
+
+func isNil(m map[string]float64) bool { return m == nil }

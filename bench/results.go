@@ -176,9 +176,29 @@ type Memory struct {
 	// GoroutinesPerCluster is the slope of the replica's goroutines over
 	// owned idle clusters.
 	GoroutinesPerCluster float64 `json:"goroutinesPerCluster,omitempty"`
+	// HeapKiBPerCluster and GoroutinesPerClusterBy break the idle cost per
+	// cluster down by component: the slope of each component's in-use heap
+	// (after a GC) and goroutines over the sizes, from the replica's pprof
+	// profiles.
+	HeapKiBPerCluster      []ComponentCost `json:"heapKiBPerClusterBy,omitempty"`
+	GoroutinesPerClusterBy []ComponentCost `json:"goroutinesPerClusterBy,omitempty"`
+	// ColdProfile is the same cold start run again with its replicas' CPU
+	// profiled, broken down by component.
+	ColdProfile *ColdProfile `json:"coldStartProfile,omitempty"`
 	// TakeOver is the survivors' memory while they take over the clusters
 	// of one SIGKILLed replica of the cold start's R.
 	TakeOver *TakeOverMemory `json:"takeOver,omitempty"`
+}
+
+// ColdProfile is a cold start whose replicas' CPU was profiled from their
+// start (the profiler's own cost included in its figures).
+type ColdProfile struct {
+	AllRunning    float64 `json:"allRunningSeconds"`
+	CPUPerSpawnMs float64 `json:"replicaCPUPerSpawnMs"`
+	// PerSpawn breaks the replicas' CPU down by component, in ms per
+	// spawn: their CPU profiles from their start until every manager ran
+	// (whole profile windows, so up to one window more).
+	PerSpawn []ComponentCost `json:"perSpawnBy"`
 }
 
 // TakeOverMemory is the RSS of each surviving replica idle before a

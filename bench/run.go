@@ -41,6 +41,10 @@ type Config struct {
 	// empty folder: one scenario).
 	ReplicaArgs []string
 	Dir         string
+	// ProfileDir receives the pprof profiles the memory scenario takes of
+	// its replicas (idle heap and goroutines, the cold start's CPU); empty:
+	// they are broken down in the results only.
+	ProfileDir string
 	// BalanceClusters, RingReplicas and LiveReplicas size scenario 3.
 	BalanceClusters int
 	RingReplicas    []int
@@ -136,7 +140,7 @@ func Run(ctx context.Context, c Config) *Results {
 	}
 	if want["memory"] {
 		logf("==> 4. memory and cold start")
-		m, err := memory(ctx, drillOpts, c.MemorySizes, 3, c.ColdStartClusters, c.Idle, logf)
+		m, err := memory(ctx, drillOpts, c.MemorySizes, 3, c.ColdStartClusters, c.Idle, c.ProfileDir, logf)
 		res.Memory = m
 		if err != nil {
 			fail("memory", err)

@@ -65,6 +65,10 @@ type Options struct {
 	// MetricsBindAddress and HealthProbeBindAddress: "0" disables them.
 	MetricsBindAddress     string
 	HealthProbeBindAddress string
+	// PprofBindAddress serves Go's profiles (/debug/pprof/) there; "" or
+	// "0" (the default) disables it. For profiling, never for a port others
+	// reach: profiles show what the process holds.
+	PprofBindAddress string
 	// ShutdownTimeout bounds the hand-over on shutdown (default
 	// DefaultShutdownTimeout).
 	ShutdownTimeout time.Duration
@@ -134,6 +138,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (*Replica, error) {
 		Logger:                  o.Logger,
 		Metrics:                 metricsserver.Options{BindAddress: o.MetricsBindAddress},
 		HealthProbeBindAddress:  o.HealthProbeBindAddress,
+		PprofBindAddress:        o.PprofBindAddress,
 		LeaderElection:          false,
 		GracefulShutdownTimeout: &grace,
 		Controller:              config.Controller{SkipNameValidation: &o.SeveralPerProcess},

@@ -69,6 +69,7 @@ func run() error {
 		}
 		c.ReplicationObjects = *objects
 		c.HandoverBaseline, c.ReplicaArgs, c.Dir = *baseline, replicaArgs, *keep
+		c.ProfileDir = filepath.Join(*out, "profiles")
 		for _, s := range c.Scenarios {
 			if !slices.Contains(bench.AllScenarios, s) {
 				return fmt.Errorf("unknown scenario %q (known: %v)", s, bench.AllScenarios)

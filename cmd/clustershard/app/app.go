@@ -131,7 +131,7 @@ func (o *options) run(ctx context.Context) error {
 			Journal: journal,
 		},
 		ProbeInterval: o.probeInterval, ProbeTimeout: o.probeTimeout, ProbeFailureThreshold: o.probeFailures,
-		MetricsBindAddress: o.metricsAddr, HealthProbeBindAddress: o.probeAddr, PerClusterMetrics: o.perCluster,
+		MetricsBindAddress: o.metricsAddr, HealthProbeBindAddress: o.probeAddr, PprofBindAddress: o.pprofAddr, PerClusterMetrics: o.perCluster,
 		ShutdownTimeout: o.shutdownTimeout, CleanupTimeout: o.cleanupTimeout, Logger: log,
 		RemoteStartTimeout: o.remoteStartTimeout, InstallTimeout: o.installTimeout, HelmTimeout: o.helmTimeout,
 		Resync: o.resync, UnownedGrace: o.unownedGrace, Recheck: o.recheck,

@@ -67,6 +67,7 @@ type options struct {
 	journal            string
 	metricsAddr        string
 	probeAddr          string
+	pprofAddr          string
 	zap                zap.Options
 	parsedKinds        []remotecopy.Kind
 }
@@ -130,6 +131,7 @@ func (o *options) addRun(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.perCluster, "per-cluster-metrics", true, "Export series labelled by cluster name (clustershard_cluster_owned, clustershard_remote_cluster_up, remote controllers' own series); turn off for very large fleets.")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Metrics endpoint address; 0 disables it.")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "healthz/readyz address; 0 disables it.")
+	fs.StringVar(&o.pprofAddr, "pprof-bind-address", "0", "Address serving Go's CPU, heap and goroutine profiles (/debug/pprof/), e.g. 127.0.0.1:6060; 0 disables it. Bind it to loopback: profiles show what the process holds.")
 	gfs := flag.NewFlagSet("zap", flag.ContinueOnError)
 	o.zap.BindFlags(gfs)
 	fs.AddGoFlagSet(gfs)

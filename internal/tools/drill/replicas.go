@@ -27,6 +27,8 @@ type replica struct {
 	journal string
 	probe   string // host:port of its health probes on loopback
 	metrics string // host:port of its metrics on loopback
+	pprof   string // host:port of its profiles on loopback ("" when off)
+	cpu     *cpuRecorder
 	cmd     *exec.Cmd
 	exited  chan struct{}
 	// killedAt is when the process was seen dead after the runner's SIGKILL
@@ -77,18 +79,18 @@ func (r *Runner) spawn(id string) (*replica, error) {
 	}
 	// The probe's port, and the metrics' when served: asked for at once,
 	// or the first, still free, could be handed out again as the second.
-	ports := 1
-	if r.o.Metrics {
-		ports = 2
-	}
+	ports := 3
 	addrs, err := freeLoopbackAddrs(ports)
 	if err != nil {
 		_ = logf.Close()
 		return nil, err
 	}
-	probe, metricsAddr := addrs[0], "0"
+	probe, metricsAddr, pprofAddr := addrs[0], "0", "0"
 	if r.o.Metrics {
 		metricsAddr = addrs[1]
+	}
+	if r.o.Profile {
+		pprofAddr = addrs[2]
 	}
 	ov := r.overrides[id]
 	lease, renew, retry := r.o.LeaseDuration, r.renewDeadline(), r.o.retryPeriod()
@@ -100,7 +102,7 @@ func (r *Runner) spawn(id string) (*replica, error) {
 		"--replicate-kind", fleet.ExampleKind,
 		"--lease-duration", lease.String(), "--renew-deadline", renew.String(), "--retry-period", retry.String(),
 		"--probe-interval", "1s", "--stop-timeout", "5s", "--shutdown-timeout", "25s", "--expected-replicas", strconv.Itoa(r.o.Replicas), "--ownership-journal", base+".journal",
-		"--metrics-bind-address", metricsAddr, "--health-probe-bind-address", probe, "--zap-time-encoding", "rfc3339nano")
+		"--metrics-bind-address", metricsAddr, "--health-probe-bind-address", probe, "--pprof-bind-address", pprofAddr, "--zap-time-encoding", "rfc3339nano")
 	if v := os.Getenv("CLUSTERSHARD_DRILL_LOG_LEVEL"); v != "" {
 		cmd.Args = append(cmd.Args, "--zap-log-level", v)
 	}
@@ -118,6 +120,12 @@ func (r *Runner) spawn(id string) (*replica, error) {
 		_ = logf.Close()
 		close(rep.exited)
 	}()
+	if r.o.Profile {
+		rep.pprof = pprofAddr
+		if r.o.ProfileCPU {
+			rep.cpu = recordCPU(pprofAddr, r.o.ProfileWindow, rep.exited)
+		}
+	}
 	r.reps.all = append(r.reps.all, rep)
 	return rep, nil
 }

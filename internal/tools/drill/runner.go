@@ -34,12 +34,18 @@ type Options struct {
 	Binary string
 	// Metrics makes each replica serve its metrics on a loopback port
 	// (Session's scrapes); off, they serve none.
-	Metrics           bool
-	Replicas          int
-	Remotes           int
-	ClustersPerRemote int
-	ObjectsPerCluster int
-	LeaseDuration     time.Duration
+	Metrics bool
+	// Profile makes each replica serve Go's profiles on a loopback port
+	// (Session.Profile); with ProfileCPU, each replica's CPU profile is
+	// recorded from its start, in consecutive windows of ProfileWindow
+	// (default 2s), until it exits (Session.CPUProfiles).
+	Profile, ProfileCPU bool
+	ProfileWindow       time.Duration
+	Replicas            int
+	Remotes             int
+	ClustersPerRemote   int
+	ObjectsPerCluster   int
+	LeaseDuration       time.Duration
 	// RenewDeadline and RetryPeriod of the replicas' membership; zero:
 	// half and an eighth of LeaseDuration.
 	RenewDeadline, RetryPeriod time.Duration
@@ -131,6 +137,8 @@ type Runner struct {
 	// allOwned and startUp: from the replicas' start until every cluster
 	// Lease was held, and until every remote manager ran.
 	allOwned, startUp time.Duration
+	// startedAt is when the replicas of the cold start were started.
+	startedAt time.Time
 	// hook serves the webhook of HelmHookDelay.
 	hook *admissionhook.Server
 	// coldMoves are the clusters that changed hands during the start-up.
@@ -263,7 +271,7 @@ func (r *Runner) start(ctx context.Context) error {
 	}); err != nil {
 		return fmt.Errorf("initial ownership: %w", err)
 	}
-	r.allOwned = time.Since(started)
+	r.allOwned, r.startedAt = time.Since(started), started
 	for i := range r.o.Replicas {
 		if err := r.waitReady(ctx, replicaID(i), r.readyTimeout()); err != nil {
 			return err

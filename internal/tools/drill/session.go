@@ -25,7 +25,8 @@ import (
 // journals, for measurements (the benchmark harness). Options.Scenarios and
 // Churn are ignored.
 type Session struct {
-	r *Runner
+	r      *Runner
+	closed bool
 }
 
 // NewSession starts a fleet and returns once every cluster is owned and
@@ -44,8 +45,15 @@ func NewSession(ctx context.Context, o Options) (*Session, error) {
 	return &Session{r: r}, nil
 }
 
-// Close stops the replicas and the control plane.
-func (s *Session) Close() error { return s.r.cleanup() }
+// Close stops the replicas and the control plane; once closed, it does
+// nothing.
+func (s *Session) Close() error {
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	return s.r.cleanup()
+}
 
 // AllOwned and StartUp are the times from the replicas' start until every
 // cluster Lease was held and until every remote manager ran.
