@@ -4,5 +4,6 @@
 // each measured next to its baseline in the same run on a local control
 // plane with real API servers and replica processes. Results are written as
 // JSON under bench/results, drawn under bench/plots and summarised in
-// bench/RESULTS.md (command bench/cmd/bench).
+// bench/RESULTS.md (command bench/cmd/bench); the memory scenario's pprof
+// profiles of its replicas go to bench/profiles.
 package bench

@@ -25,6 +25,8 @@ func TestClassify(t *testing.T) {
 		{"Helm client (spec.install.helm)", []string{"net/http.(*Transport).RoundTrip", "k8s.io/client-go/tools/cache.(*Reflector).list", "helm.sh/helm/v4/pkg/action.(*Install).Run"}},
 		{"remote fence (epoch raise, policy)", []string{"crypto/tls.(*Conn).Write", "github.com/clustershard/clustershard/internal/remotefence.Raise"}},
 		{"HTTP/2, TLS and REST transport", []string{"crypto/tls.(*Conn).Read", "golang.org/x/net/http2.(*clientConnReadLoop).run", "runtime.goexit"}},
+		{"manager and client set-up", []string{"sigs.k8s.io/controller-runtime/pkg/manager.New", "github.com/clustershard/clustershard/registry.(*Registry).Spawn", "github.com/clustershard/clustershard/replica.(*reconciler).Reconcile"}},
+		{"RemoteCluster reconciler (status, conditions)", []string{"encoding/json.Marshal", "github.com/clustershard/clustershard/replica.(*reconciler).Reconcile"}},
 		{runtimeComponent, []string{"runtime.gopark", "runtime.goexit"}},
 		{runtimeComponent, []string{"runtime.scanobject", "runtime.gcBgMarkWorker"}},
 		{otherComponent, []string{"sync.(*Cond).Wait", "main.main", "runtime.main"}},

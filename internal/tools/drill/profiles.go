@@ -23,7 +23,6 @@ type CPUWindow struct {
 type cpuRecorder struct {
 	mu      sync.Mutex
 	windows []CPUWindow
-	err     error
 }
 
 // recordCPU starts recording the CPU profile served at addr in windows of
