@@ -77,8 +77,9 @@ func (r *Runner) spawn(id string) (*replica, error) {
 		_ = logf.Close()
 		return nil, err
 	}
-	// The probe's port, and the metrics' when served: asked for at once,
-	// or the first, still free, could be handed out again as the second.
+	// The probe's port, the metrics' and the profiles' when served: asked
+	// for at once, or the first, still free, could be handed out again as
+	// the second.
 	ports := 3
 	addrs, err := freeLoopbackAddrs(ports)
 	if err != nil {
