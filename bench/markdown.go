@@ -156,10 +156,15 @@ func Markdown(r *Results, plots map[string]string, jsonFile string) string {
 		p("")
 		p("Slope (least squares): **%.3f MiB per owned cluster** — target ≤ %.0f MiB: %s; %.1f goroutines per owned cluster.", m.MiBPerCluster, targetMiBPerClstr, verdict(m.MiBPerCluster <= targetMiBPerClstr), m.GoroutinesPerCluster)
 		p("")
-		p("Cold start, R = %d, M = %d: every cluster Lease held %.2f s after the replicas started (target ≤ %.0f s: %s); every remote manager running after %.2f s (target ≤ %.0f s: %s). Replica RSS then: %v MiB.",
-			m.ColdStartR, m.ColdStartM, m.ColdAllOwned, targetAllOwned, verdict(m.ColdAllOwned > 0 && m.ColdAllOwned <= targetAllOwned),
-			m.ColdAllRunning, targetAllRunning, verdict(m.ColdAllRunning > 0 && m.ColdAllRunning <= targetAllRunning), m.ColdStartRSSMiB)
-		p("")
+		if m.ColdAllRunning == 0 {
+			p("Cold start, R = %d, M = %d: **did not complete** (see the errors above); no figures.", m.ColdStartR, m.ColdStartM)
+			p("")
+		} else {
+			p("Cold start, R = %d, M = %d: every cluster Lease held %.2f s after the replicas started (target ≤ %.0f s: %s); every remote manager running after %.2f s (target ≤ %.0f s: %s). Replica RSS then: %v MiB.",
+				m.ColdStartR, m.ColdStartM, m.ColdAllOwned, targetAllOwned, verdict(m.ColdAllOwned > 0 && m.ColdAllOwned <= targetAllOwned),
+				m.ColdAllRunning, targetAllRunning, verdict(m.ColdAllRunning > 0 && m.ColdAllRunning <= targetAllRunning), m.ColdStartRSSMiB)
+			p("")
+		}
 		if m.ColdMoved != nil && m.ColdMovedRunning != nil {
 			p("Clusters that changed hands during that cold start (the replicas' journals): %d, of which %d after their remote manager had started (target: none whose manager had started: %s).",
 				*m.ColdMoved, *m.ColdMovedRunning, verdict(*m.ColdMovedRunning == 0))

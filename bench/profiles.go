@@ -20,8 +20,9 @@ import (
 // stack belongs to. The order puts the parts this project chooses before
 // the libraries they call: a Helm install's HTTP requests are the Helm
 // client's, a reflector's decoding is the caches'; the replica's own
-// reconciler and controllers come after the libraries they build remote
-// managers with, so a manager made during a spawn is the manager's.
+// reconciler, controllers and coordinator come after the libraries they
+// build remote managers with, so a manager made during a spawn (which the
+// coordinator's acquisition starts) is the manager's.
 type component struct {
 	name string
 	// frames are substrings of a frame's function name (package path
@@ -34,7 +35,6 @@ var components = []component{
 	{"Helm client (spec.install.helm)", []string{"helm.sh/helm/"}},
 	{"remote fence (epoch raise, policy)", []string{"clustershard/internal/remotefence."}},
 	{"health probes", []string{"clustershard/registry.(*prober", "clustershard/registry.probe", "clustershard/registry.(*probe"}},
-	{"membership and Lease work", []string{"clustershard/shard.", "client-go/tools/leaderelection"}},
 	{"events and recorders", []string{"client-go/tools/events.", "client-go/tools/record."}},
 	{"metrics", []string{"prometheus/client_golang/", "controller-runtime/pkg/metrics"}},
 	{"caches (informers, reflectors, watches)", []string{"client-go/tools/cache.", "controller-runtime/pkg/cache", "client-go/tools/pager", "client-go/informers"}},
@@ -43,6 +43,7 @@ var components = []component{
 	{"fx app", []string{"go.uber.org/fx", "go.uber.org/dig"}},
 	{"manager and client set-up", []string{"controller-runtime/pkg/manager", "controller-runtime/pkg/cluster", "controller-runtime/pkg/client.", "controller-runtime/pkg/healthz", "controller-runtime/pkg/webhook"}},
 	{"registry (spawn, stop, guards)", []string{"clustershard/registry."}},
+	{"membership and Lease work", []string{"clustershard/shard.", "client-go/tools/leaderelection"}},
 	{"RemoteCluster reconciler (status, conditions)", []string{"clustershard/controllers/remotecluster", "clustershard/replica."}},
 	{"copies and status mirror", []string{"clustershard/controllers/replicate", "clustershard/internal/remotecopy."}},
 	{"HTTP/2, TLS and REST transport", []string{"golang.org/x/net/http2", "net/http.", "crypto/tls", "client-go/rest.", "client-go/transport", "client-go/util/flowcontrol"}},

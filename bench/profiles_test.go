@@ -27,6 +27,8 @@ func TestClassify(t *testing.T) {
 		{"HTTP/2, TLS and REST transport", []string{"crypto/tls.(*Conn).Read", "golang.org/x/net/http2.(*clientConnReadLoop).run", "runtime.goexit"}},
 		{"manager and client set-up", []string{"sigs.k8s.io/controller-runtime/pkg/manager.New", "github.com/clustershard/clustershard/registry.(*Registry).Spawn", "github.com/clustershard/clustershard/replica.(*reconciler).Reconcile"}},
 		{"RemoteCluster reconciler (status, conditions)", []string{"encoding/json.Marshal", "github.com/clustershard/clustershard/replica.(*reconciler).Reconcile"}},
+		{"caches (informers, reflectors, watches)", []string{"k8s.io/client-go/tools/cache.NewSharedIndexInformer", "github.com/clustershard/clustershard/registry.(*Registry).Spawn", "github.com/clustershard/clustershard/shard.(*Coordinator).acquire.func1"}},
+		{"membership and Lease work", []string{"k8s.io/client-go/rest.(*Request).Do", "k8s.io/client-go/tools/leaderelection.(*LeaderElector).renew"}},
 		{runtimeComponent, []string{"runtime.gopark", "runtime.goexit"}},
 		{runtimeComponent, []string{"runtime.scanobject", "runtime.gcBgMarkWorker"}},
 		{otherComponent, []string{"sync.(*Cond).Wait", "main.main", "runtime.main"}},
