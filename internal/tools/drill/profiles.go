@@ -25,18 +25,17 @@ type cpuRecorder struct {
 	windows []CPUWindow
 }
 
+// cpuWindow is the span of each recorded CPU profile.
+const cpuWindow = 2 * time.Second
+
 // recordCPU starts recording the CPU profile served at addr in windows of
-// window (default 2s) until exited is closed.
-func recordCPU(addr string, window time.Duration, exited <-chan struct{}) *cpuRecorder {
-	if window <= 0 {
-		window = 2 * time.Second
-	}
+// cpuWindow until exited is closed.
+func recordCPU(addr string, exited <-chan struct{}) *cpuRecorder {
 	rec := &cpuRecorder{}
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { <-exited; cancel() }()
 	go func() {
-		secs := max(1, int(window/time.Second))
-		url := "http://" + addr + "/debug/pprof/profile?seconds=" + strconv.Itoa(secs)
+		url := "http://" + addr + "/debug/pprof/profile?seconds=" + strconv.Itoa(int(cpuWindow/time.Second))
 		for ctx.Err() == nil {
 			from := time.Now()
 			data, err := get(ctx, url)

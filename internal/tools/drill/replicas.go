@@ -80,8 +80,7 @@ func (r *Runner) spawn(id string) (*replica, error) {
 	// The probe's port, the metrics' and the profiles' when served: asked
 	// for at once, or the first, still free, could be handed out again as
 	// the second.
-	ports := 3
-	addrs, err := freeLoopbackAddrs(ports)
+	addrs, err := freeLoopbackAddrs(3)
 	if err != nil {
 		_ = logf.Close()
 		return nil, err
@@ -124,7 +123,7 @@ func (r *Runner) spawn(id string) (*replica, error) {
 	if r.o.Profile {
 		rep.pprof = pprofAddr
 		if r.o.ProfileCPU {
-			rep.cpu = recordCPU(pprofAddr, r.o.ProfileWindow, rep.exited)
+			rep.cpu = recordCPU(pprofAddr, rep.exited)
 		}
 	}
 	r.reps.all = append(r.reps.all, rep)

@@ -37,10 +37,9 @@ type Options struct {
 	Metrics bool
 	// Profile makes each replica serve Go's profiles on a loopback port
 	// (Session.Profile); with ProfileCPU, each replica's CPU profile is
-	// recorded from its start, in consecutive windows of ProfileWindow
-	// (default 2s), until it exits (Session.CPUProfiles).
+	// recorded from its start, in consecutive 2 s windows, until it exits
+	// (Session.CPUProfiles).
 	Profile, ProfileCPU bool
-	ProfileWindow       time.Duration
 	Replicas            int
 	Remotes             int
 	ClustersPerRemote   int

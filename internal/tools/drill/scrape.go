@@ -1,9 +1,9 @@
 package drill
 
 import (
+	"bytes"
 	"context"
 	"fmt"
-	"net/http"
 
 	"k8s.io/client-go/rest"
 
@@ -85,20 +85,12 @@ func (s *Session) Counters(ctx context.Context, name string, labels ...string) (
 }
 
 func scrape(ctx context.Context, addr string) (map[string]*dto.MetricFamily, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
+	b, err := get(ctx, "http://"+addr+"/metrics")
 	if err != nil {
 		return nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("HTTP %d", resp.StatusCode)
 	}
 	p := expfmt.NewTextParser(model.UTF8Validation)
-	return p.TextToMetricFamilies(resp.Body)
+	return p.TextToMetricFamilies(bytes.NewReader(b))
 }
 
 // ManagementHosts are the host:port addresses the replicas reach the
