@@ -325,11 +325,22 @@ func (c *Coordinator) acquire(ctx context.Context, name string, l *coordinationv
 	go func() {
 		_ = st.handler.lock(context.Background()) // a stop before it is bounded itself
 		defer st.handler.unlock()
-		if c.Owns(name) && !c.crashed.Load() {
+		if c.awaitWritable(name) && !c.crashed.Load() {
 			c.o.Handler.Acquired(ctx, name)
 		}
 	}()
 	return nil
+}
+
+// awaitWritable reports whether cluster is owned and writable, waiting
+// while it is held but its writes are fenced (a renewal answered late,
+// within the grace): the spawn writes at once, and skipping it would leave
+// a cluster held with no manager.
+func (c *Coordinator) awaitWritable(name string) bool {
+	for c.Holds(name) && !c.Owns(name) {
+		time.Sleep(min(c.member.heldFor(), 10*time.Millisecond) + time.Millisecond)
+	}
+	return c.Owns(name)
 }
 
 // landed settles a write whose answer was not a decision (a timeout, a

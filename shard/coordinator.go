@@ -122,7 +122,7 @@ func New(o Options) (*Coordinator, error) {
 		doubt: map[string]*writeDoubt{}, wanted: map[string]time.Time{}, letGo: map[string]letGo{},
 		ownWrites: map[string]string{}, acquiring: map[string]bool{}, acquireSlots: make(chan struct{}, acquireParallelism),
 	}
-	c.member = &membership{o: &c.o, onLapse: c.Kick, writes: func(verb string) { c.countWrite(verb, "membership") }}
+	c.member = &membership{o: &c.o, onLapse: c.Kick, onGraceEnd: c.graceEnded, writes: func(verb string) { c.countWrite(verb, "membership") }}
 	c.o.Logger = c.log
 	return c, nil
 }
@@ -156,7 +156,7 @@ func (c *Coordinator) countWrite(verb, resource string) {
 // it, once, or waited CatchUpTimeout for that. It is the replica's readiness,
 // which paces a StatefulSet rollout.
 func (c *Coordinator) Ready() bool {
-	_, _, ok := c.member.valid()
+	_, ok := c.member.held()
 	return ok && c.ready.Load() && c.caughtUp.Load()
 }
 

@@ -67,9 +67,16 @@
 //     its own spawn rather than a queue of them, and the clusters not yet
 //     let go keep running, under their Lease, on the old owner.
 //  4. Self-fencing. A replica whose membership was not renewed within the
-//     renew deadline stops every remote manager and starts none until it
-//     renews again. Every remote write first asks WriteDeadline, on the
-//     local monotonic clock, whether ownership still holds and until when;
+//     renew deadline writes nothing from then on. It waits a grace more
+//     (RenewalGrace: a quarter of the margin to the lease duration) for the
+//     answer of a renewal on its way: one that comes within it keeps the
+//     epoch and the writes go on (a renewal late under load does not stop
+//     and re-spawn every cluster); past it every remote manager stops and
+//     none starts until it renews again, in a new epoch. Others wait a lease
+//     duration from when they saw its last renewal, and confirm by a fresh
+//     read, which sees a renewal answered by then. Every remote write
+//     first asks WriteDeadline, on the local monotonic clock, whether
+//     ownership still holds and until when;
 //     a replica paused (GC, SIGSTOP, a frozen VM) that wakes up late writes
 //     nothing. A write already on its way when ownership ends is cut by its
 //     deadline; one held by the network and delivered later is refused by

@@ -1,6 +1,10 @@
 package shard
 
-import "github.com/cespare/xxhash/v2"
+import (
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+)
 
 // Pause blocks this replica's membership renewals, as a frozen process would
 // look to the API server; the returned function resumes them.
@@ -15,6 +19,32 @@ func (c *Coordinator) Pause() (resume func()) {
 		c.member.pauseMu.Unlock()
 		close(ch)
 	}
+}
+
+// HoldRenewals blocks this replica's next membership renewal once its send
+// time is taken: before it goes to the API server when beforeSend, else
+// after its answer came. The returned function lets it go on.
+func (c *Coordinator) HoldRenewals(beforeSend bool) (release func()) {
+	ch := make(chan struct{})
+	hook := &c.member.answering
+	if beforeSend {
+		hook = &c.member.sending
+	}
+	c.member.pauseMu.Lock()
+	*hook = ch
+	c.member.pauseMu.Unlock()
+	return func() {
+		c.member.pauseMu.Lock()
+		*hook = nil
+		c.member.pauseMu.Unlock()
+		close(ch)
+	}
+}
+
+// ValidUntil is when this replica's membership validity ends unless renewed.
+func (c *Coordinator) ValidUntil() time.Time {
+	until, _, _ := c.member.valid()
+	return until
 }
 
 // Crash makes the coordinator behave as a killed process: no renewal, no

@@ -69,11 +69,20 @@ func (c *Coordinator) WithOwnership(name string, f func() error) error {
 	return f()
 }
 
-// fenceInvalid stops every cluster owned in an older epoch or without valid
-// membership (rule 4). Those Leases stay as they are: membership lapsed, so
-// others may already consider them free.
+// graceEnded stops what is no longer held when the grace after validity
+// ends (a crashed process, in tests, decides nothing).
+func (c *Coordinator) graceEnded() {
+	if !c.crashed.Load() {
+		c.fenceInvalid()
+	}
+}
+
+// fenceInvalid stops every cluster owned in an older epoch or once
+// membership no longer holds (rule 4: validity and its grace ended). Those
+// Leases stay as they are: membership lapsed, so others may soon consider
+// them free.
 func (c *Coordinator) fenceInvalid() {
-	_, epoch, valid := c.member.valid()
+	epoch, valid := c.member.held()
 	c.mu.Lock()
 	var stale []string
 	for n, st := range c.clusters {

@@ -9,8 +9,15 @@ const (
 	// JournalRenewed: membership renewal sent at Time succeeded; authority
 	// lasts until Time + RenewDeadline unless renewed again.
 	JournalRenewed = "renewed"
-	// JournalVoid: membership voided at Time (lost, or released on exit).
+	// JournalVoid: membership voided at Time (lost, released on exit; for
+	// a renewal answered past the grace, Time is when the validity before
+	// it ended, since no write went after).
 	JournalVoid = "void"
+	// JournalResumed: the answer of the last renewal came at Time, after
+	// the validity of the one before had ended but within the grace
+	// (RenewalGrace): no write went between that end and Time, and
+	// authority goes on from Time in the same epoch.
+	JournalResumed = "resumed"
 	// JournalOwned: authority over Cluster began at (or after) Time.
 	JournalOwned = "owned"
 	// JournalReleasing and JournalLost: no new write for Cluster starts

@@ -20,13 +20,26 @@ import (
 // (LeaseDuration - RenewDeadline) is the safety margin for pauses and
 // in-flight writes.
 //
-// Every lapse of validity (a renewal that came too late, a lost Lease)
-// increments the epoch: cluster ownership taken in an older epoch is void and
-// must be re-acquired.
+// Past the end of validity writes are fenced, but ownership stands for a
+// grace more (RenewalGrace): a renewal sent in time whose answer comes late,
+// under load, within the grace keeps the epoch, so the replica resumes
+// writing instead of stopping every manager and taking every cluster again.
+// That is safe because others wait a whole LeaseDuration from when they saw
+// the renewal before (RenewDeadline plus at most a quarter of the margin):
+// a renewal answered by then was applied by then, and a taker confirms
+// expiry by a fresh read, which sees it.
+//
+// Every lapse of validity past the grace (a renewal answered later, none at
+// all, a lost Lease) increments the epoch: cluster ownership taken in an
+// older epoch is void and must be re-acquired.
 type membership struct {
 	o       *Options
-	onLapse func() // called (without locks) when the epoch changes
-	writes  func(verb string)
+	onLapse func() // called (without locks) when the epoch changes or writes resume
+	// onGraceEnd is called (without locks, on a timer's goroutine) when
+	// the grace after the current validity ends, so what was held stops
+	// then, not at the next pass.
+	onGraceEnd func()
+	writes     func(verb string)
 
 	mu         sync.Mutex
 	validUntil time.Time
@@ -37,18 +50,68 @@ type membership struct {
 	// pub is what the next renewal publishes in the Lease's labels.
 	pub publication
 
+	// graceEnd calls onGraceEnd.
+	graceEnd *time.Timer
+
 	// pause, when set by tests, blocks the renew path inside the lock: a
-	// frozen replica as seen by the API server.
-	pauseMu sync.Mutex
-	pause   chan struct{}
+	// frozen replica as seen by the API server. sending and answering
+	// block a renewal once its send time is taken: before it goes (a
+	// request slow on its way) or after its answer came (an answer
+	// processed late).
+	pauseMu   sync.Mutex
+	pause     chan struct{}
+	sending   chan struct{}
+	answering chan struct{}
 }
 
 // valid returns the validity deadline and the epoch, and whether membership
-// is valid now.
+// is valid now: whether writes may go.
 func (m *membership) valid() (time.Time, uint64, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.validUntil, m.epoch, m.o.Clock.Now().Before(m.validUntil)
+}
+
+// writable reports whether membership is valid now.
+func (m *membership) writable() bool {
+	_, _, ok := m.valid()
+	return ok
+}
+
+// held returns the epoch and whether ownership taken in it still stands:
+// membership is valid, or its validity ended less than the grace ago and a
+// renewal answered within it keeps the epoch. Writes are fenced (valid)
+// from the end of validity; remote managers run on until the grace ends.
+func (m *membership) held() (uint64, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.epoch, !m.validUntil.IsZero() && m.o.Clock.Now().Before(m.validUntil.Add(m.grace()))
+}
+
+// heldFor returns how long ownership stands from now (zero when it does
+// not): until the grace after the end of validity.
+func (m *membership) heldFor() time.Duration {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.validUntil.IsZero() {
+		return 0
+	}
+	return max(0, m.validUntil.Add(m.grace()).Sub(m.o.Clock.Now()))
+}
+
+// grace is how long past the end of validity a renewal's answer may come
+// with ownership kept.
+func (m *membership) grace() time.Duration {
+	return RenewalGrace(m.o.LeaseDuration, m.o.RenewDeadline)
+}
+
+// RenewalGrace is how long past the end of its validity (renew deadline after
+// the last renewal was sent) a replica keeps the ownership it holds, its
+// writes fenced, waiting for the answer of a renewal on its way: a quarter of
+// the margin between lease duration and renew deadline. Others judge it
+// expired no sooner than a lease duration after they saw that last renewal.
+func RenewalGrace(leaseDuration, renewDeadline time.Duration) time.Duration {
+	return max(0, (leaseDuration-renewDeadline)/4)
 }
 
 // publish sets what the next renewals write into the membership Lease's
@@ -72,23 +135,46 @@ func (m *membership) labels() map[string]string {
 }
 
 // renewed records a successful renewal sent at sent, now that its answer
-// came. The lapse is judged at answer time: a renewal sent in time but
-// answered after validity ended still starts a new epoch, because between
-// the end of validity and the answer others may have judged this replica
-// expired (and ownership taken before must stay void).
+// came. The lapse is judged at answer time. An answer after validity ended
+// but within the grace keeps the epoch (writes were fenced in between and go
+// on now). One later than that starts a new epoch: from the grace's end
+// others may judge this replica expired, so ownership from before is void.
 func (m *membership) renewed(sent time.Time) {
 	m.mu.Lock()
-	lapsed := !m.validUntil.IsZero() && m.o.Clock.Now().After(m.validUntil)
+	now := m.o.Clock.Now()
+	late := !m.validUntil.IsZero() && now.After(m.validUntil)
+	lapsed := late && !now.Before(m.validUntil.Add(m.grace())) // as held judges it
+	ended, fenced := m.validUntil, now.Sub(m.validUntil)
 	if lapsed || m.validUntil.IsZero() {
 		m.epoch++
 		m.since = sent
 	}
 	m.validUntil = sent.Add(m.o.RenewDeadline)
 	m.lastSent = sent
+	if m.onGraceEnd != nil {
+		d := m.validUntil.Add(m.grace()).Sub(now)
+		if m.graceEnd == nil {
+			m.graceEnd = time.AfterFunc(d, m.onGraceEnd)
+		} else {
+			m.graceEnd.Reset(d)
+		}
+	}
 	m.mu.Unlock()
 	m.o.journal(sent, JournalRenewed, "")
-	if lapsed {
-		m.o.Logger.Info("Membership lapsed and was renewed late: ownership from before is void")
+	switch {
+	case lapsed:
+		// Authority ended with the validity before: writes were fenced
+		// from then on.
+		m.o.journal(ended, JournalVoid, "")
+		metrics.MembershipLateRenewals.WithLabelValues(metrics.LateRenewalVoided).Inc()
+		m.o.Logger.Info("Membership lapsed and was renewed past the grace: ownership from before is void",
+			"fencedFor", fenced.Round(time.Millisecond).String(), "grace", m.grace().String())
+		m.onLapse()
+	case late:
+		m.o.journal(now, JournalResumed, "")
+		metrics.MembershipLateRenewals.WithLabelValues(metrics.LateRenewalKept).Inc()
+		m.o.Logger.Info("Membership renewed late, within the grace: ownership kept, writes were fenced meanwhile",
+			"fencedFor", fenced.Round(time.Millisecond).String(), "grace", m.grace().String())
 		m.onLapse()
 	}
 }
@@ -112,6 +198,9 @@ func (m *membership) bound() time.Time {
 func (m *membership) lost() {
 	m.mu.Lock()
 	m.validUntil = time.Time{}
+	if m.graceEnd != nil {
+		m.graceEnd.Stop() // nothing held is left to stop
+	}
 	m.epoch++
 	m.mu.Unlock()
 	m.o.journal(m.o.Clock.Now(), JournalVoid, "")
@@ -166,9 +255,12 @@ type recordingLock struct {
 	m     *membership
 }
 
-func (l *recordingLock) waitIfPaused() {
+func (l *recordingLock) waitIfPaused() { l.wait(&l.m.pause) }
+
+// wait blocks while the test hook *ch is set.
+func (l *recordingLock) wait(ch *chan struct{}) {
 	l.m.pauseMu.Lock()
-	p := l.m.pause
+	p := *ch
 	l.m.pauseMu.Unlock()
 	if p != nil {
 		<-p
@@ -193,7 +285,9 @@ func (l *recordingLock) Update(ctx context.Context, ler resourcelock.LeaderElect
 	l.waitIfPaused()
 	l.lease.Labels = l.m.labels()
 	sent := l.m.o.Clock.Now()
+	l.wait(&l.m.sending)
 	err := l.Interface.Update(ctx, ler)
+	l.wait(&l.m.answering)
 	l.m.writes("update")
 	if ler.HolderIdentity == l.m.o.self {
 		if err == nil {

@@ -93,6 +93,19 @@ func (o *observer) renewFor(name string) time.Duration {
 	return d
 }
 
+// heldFor is how long after its last renewal was seen the holder of the
+// Lease named name may still hold its clusters: its renew deadline and the
+// grace after it, by the timings it publishes (this replica's when none).
+func (o *observer) heldFor(name string) time.Duration {
+	lease, renew := o.leaseDuration, o.renewDeadline
+	if m := o.holderLease(name); m != "" {
+		if ob := o.seen[m]; ob.lease > 0 && ob.renew > 0 {
+			lease, renew = ob.lease, ob.renew
+		}
+	}
+	return o.renewFor(name) + RenewalGrace(lease, renew)
+}
+
 // observe records the current version of a Lease and returns when it last changed.
 func (o *observer) observe(l *coordinationv1.Lease, now time.Time) time.Time {
 	ob, ok := o.seen[l.Name]

@@ -45,6 +45,7 @@ func TestPlanLosesAndHandsOver(t *testing.T) {
 		leases        []*coordinationv1.Lease
 		live, leaving []string
 		valid, self   bool // membership holds; this replica is leaving
+		fenced        bool // writes fenced: within the grace after validity
 		lose, handOff []string
 		take          bool
 		ringSize      int
@@ -64,6 +65,9 @@ func TestPlanLosesAndHandsOver(t *testing.T) {
 		{name: "the other member leaving: everything stays here", names: []string{mine, moved},
 			leases: []*coordinationv1.Lease{held(mine, "a@p1"), held(moved, "a@p1")},
 			live:   []string{"a@p1", "b@p2"}, leaving: []string{"b@p2"}, valid: true, take: true, ringSize: 1},
+		{name: "within the grace after validity: keeps what it holds, takes nothing", names: []string{mine, moved},
+			leases: []*coordinationv1.Lease{held(mine, "a@p1")},
+			live:   []string{"a@p1", "b@p2"}, valid: true, fenced: true, ringSize: 2},
 		{name: "own membership lapsed: off the ring, hands over, takes nothing", names: []string{mine},
 			leases: []*coordinationv1.Lease{held(mine, "a@p1")},
 			live:   []string{"b@p2"}, valid: false, handOff: []string{mine}, ringSize: 1},
@@ -76,7 +80,7 @@ func TestPlanLosesAndHandsOver(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := rulesCoordinator(t, clk)
 			o := &reading{now: clk.Now(), names: tc.names, exists: map[string]bool{}, leases: map[string]*coordinationv1.Lease{},
-				live: map[string]bool{}, leaving: map[string]bool{}, valid: tc.valid, selfLeaving: tc.self}
+				live: map[string]bool{}, leaving: map[string]bool{}, valid: tc.valid, writable: tc.valid && !tc.fenced, selfLeaving: tc.self}
 			for _, n := range tc.names {
 				o.exists[n] = true
 			}

@@ -213,9 +213,21 @@ func TestRule4WriteDeadline(t *testing.T) {
 			t.Errorf("at %v, %s: %v, want %v", step.at, step.cluster, err, step.want)
 		}
 	}
-	// A renewal sent in time but answered after validity ended: a new
-	// epoch, and c1's ownership from the old one is void.
+	// Within the grace after validity (a quarter of the 5 s margin) the
+	// cluster is still owned, its writes refused.
 	clk.SetTime(t0.Add(testRenew + time.Second))
+	if !c.Holds("c1") || c.Owns("c1") {
+		t.Errorf("within the grace: c1 held %v, owned %v; want held, not owned (writable)", c.Holds("c1"), c.Owns("c1"))
+	}
+	if _, err := c.WriteDeadline("c1"); !errors.Is(err, ErrNotMember) {
+		t.Errorf("within the grace: %v, want ErrNotMember (writes fenced)", err)
+	}
+	// A renewal sent in time but answered after validity and the grace
+	// ended: a new epoch, and c1's ownership from the old one is void.
+	clk.SetTime(t0.Add(testRenew + 2*time.Second))
+	if c.Holds("c1") {
+		t.Error("past the grace: c1 still held")
+	}
 	c.member.renewed(t0.Add(testRenew - time.Second))
 	if _, e2, ok := c.member.valid(); !ok || e2 == epoch {
 		t.Fatalf("late renewal: valid %v, epoch %d (was %d); want valid in a new epoch", ok, e2, epoch)

@@ -33,6 +33,12 @@ func (c *Coordinator) shutdown(ctx context.Context) error {
 		}
 	}
 	c.mu.Unlock()
+	// A renewal answered late may yet make membership valid again: wait
+	// for it within the grace, or the others would keep this replica in
+	// their rings while it hands over.
+	for !c.member.writable() && c.member.heldFor() > 0 && ctx.Err() == nil {
+		time.Sleep(10 * time.Millisecond)
+	}
 	if _, _, member := c.member.valid(); !member {
 		c.log.Info("Not a member: nothing to mark leaving")
 	} else if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {

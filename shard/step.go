@@ -34,9 +34,12 @@ type reading struct {
 	// placements are the RemoteClusters' placement constraints.
 	placements map[string]Placement
 	// epoch and valid are this replica's membership epoch and whether its
-	// membership holds (rule 4); selfLeaving whether it is shutting down.
+	// membership holds (rule 4: valid, or within the grace after validity
+	// waiting for a renewal's answer); writable whether it is valid, so its
+	// writes may go; selfLeaving whether it is shutting down.
 	epoch       uint64
 	valid       bool
+	writable    bool
 	selfLeaving bool
 	// selfCordoned says whether this replica's membership Lease is cordoned.
 	selfCordoned bool
@@ -165,14 +168,15 @@ func (c *Coordinator) observe(ctx context.Context) (*reading, bool) {
 			view.Holders[cl] = hold
 		}
 	}
-	_, o.epoch, o.valid = c.member.valid()
+	_, _, o.writable = c.member.valid()
+	o.epoch, o.valid = c.member.held()
 	c.mu.Lock()
 	c.view = view
 	o.selfLeaving = c.leaving
 	c.mu.Unlock()
 
 	metrics.Clusters.Set(float64(len(o.names)))
-	if o.valid {
+	if o.writable {
 		metrics.Fenced.Set(0)
 	} else {
 		metrics.Fenced.Set(1)
@@ -219,7 +223,9 @@ func (c *Coordinator) plan(o *reading) (*plan, error) {
 		}
 	}
 	c.mu.Unlock()
-	p.take = o.inRing()
+	// Nothing is taken while writes are fenced (a renewal's answer late,
+	// within the grace): the acquisition would be refused anyway.
+	p.take = o.inRing() && o.writable
 	return p, nil
 }
 
@@ -259,7 +265,7 @@ func handoverReason(o *reading, n, self, to string) string {
 // rate limited), sweeps Leases nobody tracks, then acquires the assigned
 // clusters that are free now (rule 1; rule 2 runs in acquire).
 func (c *Coordinator) apply(ctx context.Context, o *reading, p *plan, t *passTimer) {
-	if o.active() {
+	if o.active() && o.writable {
 		c.rejoin(ctx, o.members)
 	}
 	c.fenceInvalid()
@@ -274,7 +280,13 @@ func (c *Coordinator) apply(ctx context.Context, o *reading, p *plan, t *passTim
 	if len(p.handovers) > 0 {
 		shares = c.windowShares(o, p)
 	}
+	// While writes are fenced (a renewal's answer late, within the grace)
+	// no hand-over starts: its drain could not write, its release would
+	// wait for writes cut in doubt. The next pass starts them.
 	for _, n := range p.handovers {
+		if o.valid && !o.writable {
+			break
+		}
 		// A deleted cluster goes at once. Others wait for room in their
 		// successor's hand-over window (window.go), then, while
 		// rebalancing, for the moves rate limit; a shutdown is not rate
@@ -285,7 +297,9 @@ func (c *Coordinator) apply(ctx context.Context, o *reading, p *plan, t *passTim
 		c.handOver(ctx, n, !o.exists[n], p.why[n], p.assign[n], p.assign[n] != "")
 	}
 	t.mark(metrics.PassHandovers)
-	c.sweep(ctx, o.leases, p.assign, o.exists, o.active())
+	if o.writable || !o.valid {
+		c.sweep(ctx, o.leases, p.assign, o.exists, o.active())
+	}
 	t.mark(metrics.PassSweep)
 	if o.active() && !o.inRing() {
 		// Cordoned: nothing is assigned here, so it has caught up (and is

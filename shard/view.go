@@ -46,8 +46,9 @@ func (c *Coordinator) Assigned(name string) bool {
 	return c.ring != nil && c.ring.Owner(name) == c.o.Identity
 }
 
-// Owns reports whether this replica owns cluster now (Lease held in the
-// current membership epoch, membership valid, not handing it over).
+// Owns reports whether this replica owns cluster now and may write for it
+// (Lease held in the current membership epoch, membership valid, not
+// handing it over).
 func (c *Coordinator) Owns(name string) bool {
 	if _, err := c.WriteDeadline(name); err != nil {
 		return false
@@ -58,7 +59,33 @@ func (c *Coordinator) Owns(name string) bool {
 	return st != nil && st.phase == phaseOwned
 }
 
-// Owned returns the clusters this replica owns now.
+// Holds reports whether this replica holds cluster: it owns it, or did
+// when its membership's validity ended less than the grace ago (a renewal
+// answered late, see RenewalGrace). Its manager runs on, but while Owns is
+// false nothing may be written for it: a controller waits (HeldFor) and
+// writes nothing, rather than reporting the cluster as not run.
+func (c *Coordinator) Holds(name string) bool {
+	epoch, ok := c.member.held()
+	if !ok {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := c.clusters[name]
+	return st != nil && st.phase == phaseOwned && st.epoch == epoch
+}
+
+// HeldRetry is when a controller that found a cluster held but not
+// writable (Holds without Owns) should look again: soon, since the late
+// renewal's answer may come any moment, and by the end of the grace.
+func (c *Coordinator) HeldRetry() time.Duration {
+	return min(c.member.heldFor(), 100*time.Millisecond) + 10*time.Millisecond
+}
+
+// Owned returns the clusters this replica holds now (Holds: their managers
+// run here, their writes fenced for a moment within the grace after a
+// renewal late), so a renewal answered in the grace does not show as every
+// cluster lost and taken again.
 func (c *Coordinator) Owned() []string {
 	c.mu.Lock()
 	names := make([]string, 0, len(c.clusters))
@@ -68,7 +95,7 @@ func (c *Coordinator) Owned() []string {
 	c.mu.Unlock()
 	owned := names[:0]
 	for _, n := range names {
-		if c.Owns(n) {
+		if c.Holds(n) {
 			owned = append(owned, n)
 		}
 	}
@@ -101,7 +128,7 @@ func (c *Coordinator) unowned(names []string, leases map[string]*coordinationv1.
 					why += " until no write of its earlier authority may land (" + err.Error() + ")"
 				}
 			}
-		case !live[h] || !c.obs.changedWithin(MemberLeaseName(HolderName(h)), now, c.obs.renewFor(MemberLeaseName(HolderName(h)))):
+		case !live[h] || !c.obs.changedWithin(MemberLeaseName(HolderName(h)), now, c.obs.heldFor(MemberLeaseName(HolderName(h)))):
 			why = "its Lease names " + h + ", whose membership is not renewed"
 		}
 		if why == "" {

@@ -36,9 +36,15 @@ const identity = "replica-test"
 type fakeOwnership struct {
 	owned map[string]bool
 	since time.Time
+	// held are clusters held with their writes fenced (a renewal late).
+	held map[string]bool
 }
 
 func (o *fakeOwnership) Owns(cluster string) bool { return o.owned[cluster] }
+
+func (o *fakeOwnership) Holds(cluster string) bool { return o.owned[cluster] || o.held[cluster] }
+
+func (o *fakeOwnership) HeldRetry() time.Duration { return 50 * time.Millisecond }
 
 func (o *fakeOwnership) WithOwnership(cluster string, f func() error) error {
 	if !o.owned[cluster] {

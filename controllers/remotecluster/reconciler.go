@@ -41,6 +41,12 @@ type Ownership interface {
 	Owns(cluster string) bool
 	// WithOwnership runs f while this replica owns the cluster.
 	WithOwnership(cluster string, f func() error) error
+	// Holds reports whether this replica still holds the cluster while it
+	// may not write for it (a membership renewal answered late, within
+	// its grace): the controller looks again after HeldRetry and writes
+	// nothing meanwhile.
+	Holds(cluster string) bool
+	HeldRetry() time.Duration
 	// Holder returns the replica that holds the cluster's Lease and since
 	// when, as the coordinator last saw it.
 	Holder(cluster string) (holder string, since time.Time, ok bool)
@@ -141,6 +147,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	ctx = log.IntoContext(ctx, log.FromContext(ctx).WithValues("cluster", rc.Name))
+	if !r.Ownership.Owns(rc.Name) && r.Ownership.Holds(rc.Name) {
+		// Held, its writes fenced for a moment (a renewal answered late):
+		// nothing to write, nothing to forget.
+		return ctrl.Result{RequeueAfter: r.Ownership.HeldRetry()}, nil
+	}
 	if !r.Ownership.Owns(rc.Name) {
 		// Another replica owns it (or nobody yet). The coordinator re-enqueues
 		// it when acquired; the slow resync covers a missed notification.

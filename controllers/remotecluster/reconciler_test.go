@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -213,5 +214,49 @@ func TestNotOwnedSpawnsNothing(t *testing.T) {
 	}
 	if e := nextEvent(rec); e != "" {
 		t.Errorf("event %q", e)
+	}
+}
+
+// A RemoteCluster this replica holds while its writes are fenced (a
+// membership renewal answered late, within its grace) is left as it is:
+// its manager keeps running, nothing is written, its epoch is remembered
+// (no new raise once writable again), and it is looked at again soon.
+func TestHeldWhileFencedWritesNothing(t *testing.T) {
+	const name = "held-fenced"
+	remoteCluster(t, name, name+"-kubeconfig", localcluster.DefaultSecretKey, env.Remotes[0].KubeConfig)
+	r, reg, rec := newReconciler(name)
+	if _, err := reconcileOnce(t, r, name); err != nil {
+		t.Fatal(err)
+	}
+	for nextEvent(rec) != "" {
+	}
+	r.mu.Lock()
+	epoch, remembered := r.epochs[name]
+	r.mu.Unlock()
+	if !remembered {
+		t.Fatal("no epoch remembered after the spawn")
+	}
+	own := r.Ownership.(*fakeOwnership)
+	own.owned[name], own.held = false, map[string]bool{name: true}
+	before := read(t, name)
+
+	res, err := reconcileOnce(t, r, name)
+	if err != nil || res.RequeueAfter <= 0 || res.RequeueAfter > time.Second {
+		t.Fatalf("Reconcile = %+v, %v; want a requeue soon", res, err)
+	}
+	if spawns, stops := reg.counts(); spawns != 1 || stops != 0 {
+		t.Errorf("%d spawns, %d stops while held: want 1, 0", spawns, stops)
+	}
+	if got := read(t, name); got.ResourceVersion != before.ResourceVersion {
+		t.Errorf("written while fenced: status %+v", got.Status)
+	}
+	if e := nextEvent(rec); e != "" {
+		t.Errorf("event %q", e)
+	}
+	r.mu.Lock()
+	after, still := r.epochs[name]
+	r.mu.Unlock()
+	if !still || after.Value != epoch.Value || after.Reason != epoch.Reason {
+		t.Errorf("the epoch was forgotten while held (%v, %+v)", still, after)
 	}
 }

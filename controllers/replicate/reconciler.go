@@ -2,6 +2,7 @@ package replicate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -32,6 +33,12 @@ type Ownership interface {
 	Owns(cluster string) bool
 	// WithOwnership runs f while this replica owns the cluster.
 	WithOwnership(cluster string, f func() error) error
+	// Holds reports whether this replica still holds the cluster while it
+	// may not write for it (a membership renewal answered late, within
+	// its grace): the controller looks again after HeldRetry and writes
+	// nothing meanwhile.
+	Holds(cluster string) bool
+	HeldRetry() time.Duration
 	// Assigned reports whether the ring assigns the name to this replica;
 	// used to pick the one replica that reports an unknown cluster.
 	Assigned(cluster string) bool
@@ -117,6 +124,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		r.forget(req.String())
 		return ctrl.Result{}, nil // a local object
 	}
+	if !r.Ownership.Owns(target) && r.Ownership.Holds(target) {
+		return ctrl.Result{RequeueAfter: r.Ownership.HeldRetry()}, nil // writes fenced for a moment
+	}
 	if !r.Ownership.Owns(target) {
 		r.forget(req.String()) // its owner reports it
 		return r.unowned(ctx, src, target)
@@ -169,6 +179,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		return err
 	})
+	if errors.Is(err, registry.ErrFenced) && r.Ownership.Holds(cluster) {
+		// Cut when validity ended, still held: not this source's failure.
+		return ctrl.Result{RequeueAfter: r.Ownership.HeldRetry()}, nil
+	}
 	if err != nil {
 		reason := syncFailureReason(err)
 		r.failed(src, metrics.StateFailed, reason)

@@ -49,6 +49,12 @@ var (
 		Name: "clustershard_remote_unfenced_clusters",
 		Help: "Clusters owned by this replica whose remote API server does not enforce the ownership epoch (RemoteFenced=False on the RemoteCluster says why): a write held on the way and delivered after a take-over could still land there.",
 	})
+	// MembershipLateRenewals counts membership renewals answered after
+	// their validity had ended, by outcome.
+	MembershipLateRenewals = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "clustershard_membership_late_renewals_total",
+		Help: "Membership renewals answered after the validity of the one before had ended (writes fenced meanwhile), by outcome: kept (within the grace, ownership stood) or voided (past it: every cluster stopped and is taken again).",
+	}, []string{"outcome"})
 	// MembershipRenewFailures counts failed membership Lease renewals.
 	MembershipRenewFailures = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "clustershard_membership_renew_failures_total",
@@ -196,7 +202,7 @@ const (
 // Collectors returns every collector of the package.
 func Collectors() []prometheus.Collector {
 	return []prometheus.Collector{
-		RingMembers, OwnedClusters, Clusters, UnownedClusters, Fenced, MembershipRenewFailures, LeaseTransitions, Transfers, Cordoned, CredentialRotations,
+		RingMembers, OwnedClusters, Clusters, UnownedClusters, Fenced, MembershipRenewFailures, MembershipLateRenewals, LeaseTransitions, Transfers, Cordoned, CredentialRotations,
 		OwnershipWrites, HandoverDrains, HandoverWindow, HandoverWindowTimeouts, HandoverDuration, SpawnStepDuration, OwnershipPassPhase, UnmanagedDuration, RemoteManagers, RemoteProbeDuration, RemoteProbeFailures,
 		ReplicatedObjects, ReplicationLag, ReplicationErrors, HelmOperations, RemoteWritesInDoubt, RemoteUnfenced,
 		ClusterEventsDropped,
@@ -217,6 +223,12 @@ const (
 const (
 	DrainFinished = "finished"
 	DrainCut      = "cut"
+)
+
+// Outcomes of MembershipLateRenewals.
+const (
+	LateRenewalKept   = "kept"
+	LateRenewalVoided = "voided"
 )
 
 // Steps of SpawnStepDuration.
@@ -251,6 +263,9 @@ func initLabels() {
 	}
 	for _, o := range []string{DrainFinished, DrainCut} {
 		HandoverDrains.WithLabelValues(o)
+	}
+	for _, o := range []string{LateRenewalKept, LateRenewalVoided} {
+		MembershipLateRenewals.WithLabelValues(o)
 	}
 	for _, a := range []string{"in-place", "restart"} {
 		CredentialRotations.WithLabelValues(a)

@@ -12,7 +12,8 @@ var (
 		"clustershard_remote_unfenced_clusters", "clustershard_replica_cordoned", "clustershard_handover_window_clusters",
 	}
 	counters = []string{
-		"clustershard_membership_renew_failures_total", "clustershard_cluster_lease_transitions_total",
+		"clustershard_membership_renew_failures_total", "clustershard_membership_late_renewals_total",
+		"clustershard_cluster_lease_transitions_total",
 		"clustershard_ownership_writes_total", "clustershard_remote_probe_failures_total",
 		"clustershard_replication_errors_total", "clustershard_helm_operations_total", "clustershard_remote_writes_in_doubt_total",
 		"clustershard_cluster_events_dropped_total", "clustershard_cluster_transfers_total", "clustershard_kubeconfig_changes_total",

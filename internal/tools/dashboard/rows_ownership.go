@@ -90,7 +90,8 @@ func unownedAndFencedRow() row {
 			target{expr: `max(clustershard_unowned_clusters)`, legend: "unowned"}),
 		timeSeriesPanel("Fenced replicas", "1 while a replica's membership is not valid and it writes to no remote cluster.", units.Short, 8,
 			target{expr: `max by (pod) (clustershard_fenced)`, legend: "{{pod}}"}),
-		timeSeriesPanel("Membership renew failures", "Failed membership Lease renewals per second; a replica failing them for the renew deadline fences itself.", units.OpsPerSecond, 8,
-			target{expr: `sum by (pod) (rate(clustershard_membership_renew_failures_total[5m]))`, legend: "{{pod}}"}),
+		timeSeriesPanel("Membership renew failures and late answers", "Failed membership Lease renewals per second (a replica failing them for the renew deadline fences itself), and renewals answered after validity ended: kept within the grace, or voided past it (every cluster of the replica stopped and taken again).", units.OpsPerSecond, 8,
+			target{expr: `sum by (pod) (rate(clustershard_membership_renew_failures_total[5m]))`, legend: "{{pod}} failed"},
+			target{expr: `sum by (pod, outcome) (rate(clustershard_membership_late_renewals_total[5m]))`, legend: "{{pod}} late, {{outcome}}"}),
 	}}
 }

@@ -58,31 +58,52 @@ func ReadJournal(path string) ([]shard.JournalEntry, error) {
 // of the last renewal's validity, renewDeadline after it was sent, when no
 // renewal followed in time), "void", or death (the time the runner killed
 // the process; zero if it was not killed), or now for a replica still
-// holding it.
-func Intervals(entries []shard.JournalEntry, renewDeadline time.Duration, death, now time.Time) []Interval {
+// holding it. A renewal answered late within the grace ("resumed") leaves a
+// hole: from the end of the validity before it to its answer the replica
+// may write nothing, and its authority goes on after; one whose answer came
+// later than the grace, or that no answer followed, ends it.
+func Intervals(entries []shard.JournalEntry, renewDeadline, grace time.Duration, death, now time.Time) []Interval {
+	return intervals(entries, renewDeadline, grace, death, now, false)
+}
+
+// HeldIntervals are the spans in which one replica held a cluster (its
+// manager may run), for I1's check that no two replicas hold one cluster at
+// once: Intervals without the holes, and a lapse or void ends them only a
+// grace later, when the replica stops what it held. Writes are judged by
+// Intervals.
+func HeldIntervals(entries []shard.JournalEntry, renewDeadline, grace time.Duration, death, now time.Time) []Interval {
+	return intervals(entries, renewDeadline, grace, death, now, true)
+}
+
+func intervals(entries []shard.JournalEntry, renewDeadline, grace time.Duration, death, now time.Time, held bool) []Interval {
 	entries = slices.Clone(entries)
 	slices.SortStableFunc(entries, func(a, b shard.JournalEntry) int { return a.Time.Compare(b.Time) })
-	var renewals []time.Time
-	var voids []time.Time
-	for _, e := range entries {
-		switch e.Event {
-		case shard.JournalRenewed:
-			renewals = append(renewals, e.Time)
-		case shard.JournalVoid:
-			voids = append(voids, e.Time)
-		}
-	}
+	m := membershipAuthority(entries, renewDeadline, grace)
 	end := now
 	if !death.IsZero() {
 		end = death
 	}
+	replica := entriesReplica(entries)
 	var out []Interval
 	open := map[string]time.Time{}
 	closeAt := func(cluster string, at time.Time) {
 		start := open[cluster]
 		delete(open, cluster)
-		at = minTime(at, lapse(renewals, start, renewDeadline), firstAfter(voids, start), end)
-		out = append(out, Interval{Replica: entriesReplica(entries), Cluster: cluster, Start: start, End: at})
+		iv := Interval{Replica: replica, Cluster: cluster, Start: start}
+		if held {
+			lapse, void := m.lapse(start), firstAfter(m.voids, start)
+			if m.renewed { // a replica that never renewed held nothing
+				lapse = lapse.Add(grace)
+			}
+			if !void.IsZero() {
+				void = void.Add(grace)
+			}
+			iv.End = minTime(at, lapse, void, end)
+			out = append(out, iv)
+			return
+		}
+		iv.End = minTime(at, m.lapse(start), firstAfter(m.voids, start), end)
+		out = append(out, m.pieces(iv)...)
 	}
 	for _, e := range entries {
 		switch e.Event {
@@ -118,22 +139,94 @@ func entriesReplica(entries []shard.JournalEntry) string {
 	return entries[0].Replica
 }
 
-// lapse returns when membership validity first ends after start: the end of
-// a renewal's validity not reached by the next renewal. Renewals are sorted.
-func lapse(renewals []time.Time, start time.Time, renewDeadline time.Duration) time.Time {
-	covered := time.Time{} // end of validity so far
-	for _, s := range renewals {
-		if !covered.IsZero() && s.After(covered) && covered.After(start) {
-			return covered // a gap after start: validity ended at covered
-		}
-		if end := s.Add(renewDeadline); end.After(covered) {
-			covered = end
+// membership is what a replica's journal says of its membership: when its
+// validity ended for good (ends, voids) and when it was fenced for a while
+// but kept its ownership (holes).
+type membership struct {
+	renewed bool
+	ends    []time.Time // sorted
+	voids   []time.Time // sorted
+	holes   []Interval  // sorted, only Start and End set
+}
+
+// membershipAuthority reads the membership events of sorted entries.
+func membershipAuthority(entries []shard.JournalEntry, renewDeadline, grace time.Duration) membership {
+	var m membership
+	var covered, before time.Time // end of validity so far; and before the last renewal
+	var pending time.Time         // end of validity a renewal sent after it has not yet answered
+	for _, e := range entries {
+		switch e.Event {
+		case shard.JournalRenewed:
+			s := e.Time
+			if !pending.IsZero() { // the renewal before it was never answered in time
+				m.ends = append(m.ends, pending)
+				pending = time.Time{}
+			}
+			if m.renewed && s.After(covered) {
+				if s.After(covered.Add(grace)) {
+					m.ends = append(m.ends, covered) // a gap: validity ended at covered
+				} else {
+					pending = covered // sent within the grace: its answer decides
+				}
+			}
+			m.renewed = true
+			before = covered
+			if v := s.Add(renewDeadline); v.After(covered) {
+				covered = v
+			}
+		case shard.JournalResumed:
+			pending = time.Time{}
+			switch {
+			case !e.Time.After(before):
+			case e.Time.After(before.Add(grace)):
+				m.ends = append(m.ends, before) // resumed past the grace: not allowed
+			default:
+				m.holes = append(m.holes, Interval{Start: before, End: e.Time})
+			}
+		case shard.JournalVoid:
+			pending = time.Time{}
+			m.voids = append(m.voids, e.Time)
 		}
 	}
-	if covered.IsZero() {
-		return start // no renewal at all: no authority
+	if !pending.IsZero() {
+		m.ends = append(m.ends, pending)
 	}
-	return covered
+	if m.renewed {
+		m.ends = append(m.ends, covered)
+	}
+	return m
+}
+
+// lapse returns when membership validity first ends for good after start;
+// start itself when the replica never renewed (no authority).
+func (m membership) lapse(start time.Time) time.Time {
+	if !m.renewed {
+		return start
+	}
+	for _, t := range m.ends {
+		if t.After(start) {
+			return t
+		}
+	}
+	return m.ends[len(m.ends)-1]
+}
+
+// pieces cuts the holes out of iv.
+func (m membership) pieces(iv Interval) []Interval {
+	var out []Interval
+	for _, h := range m.holes {
+		if !h.End.After(iv.Start) || !h.Start.Before(iv.End) {
+			continue
+		}
+		if h.Start.After(iv.Start) {
+			out = append(out, Interval{Replica: iv.Replica, Cluster: iv.Cluster, Start: iv.Start, End: h.Start})
+		}
+		iv.Start = h.End
+	}
+	if iv.End.After(iv.Start) || len(out) == 0 {
+		out = append(out, iv)
+	}
+	return out
 }
 
 func firstAfter(ts []time.Time, start time.Time) time.Time {

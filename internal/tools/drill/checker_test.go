@@ -33,18 +33,18 @@ func TestOverlapsCatchDoubleOwnership(t *testing.T) {
 	}
 	b := append(renewals("b", 0, 10000, 500), ev("b", shard.JournalOwned, "x", 5100))
 	now := at(10000)
-	ivs := append(Intervals(owned(5000), 2*time.Second, time.Time{}, now), Intervals(b, 2*time.Second, time.Time{}, now)...)
+	ivs := append(Intervals(owned(5000), 2*time.Second, 500*time.Millisecond, time.Time{}, now), Intervals(b, 2*time.Second, 500*time.Millisecond, time.Time{}, now)...)
 	if o := Overlaps(ivs); len(o) != 0 {
 		t.Fatalf("graceful hand-over reported as overlap: %v", o)
 	}
-	ivs = append(Intervals(owned(6000), 2*time.Second, time.Time{}, now), Intervals(b, 2*time.Second, time.Time{}, now)...)
+	ivs = append(Intervals(owned(6000), 2*time.Second, 500*time.Millisecond, time.Time{}, now), Intervals(b, 2*time.Second, 500*time.Millisecond, time.Time{}, now)...)
 	o := Overlaps(ivs)
 	if len(o) != 1 || o[0].For != 900*time.Millisecond {
 		t.Fatalf("overlaps = %v, want one of 900ms", o)
 	}
 	// A hand-over that began but never finished stopping lasts until now.
 	unfinished := append(renewals("a", 0, 10000, 500), ev("a", shard.JournalOwned, "x", 100), ev("a", shard.JournalReleasing, "x", 4900))
-	if o := Overlaps(append(Intervals(unfinished, 2*time.Second, time.Time{}, now), Intervals(b, 2*time.Second, time.Time{}, now)...)); len(o) != 1 {
+	if o := Overlaps(append(Intervals(unfinished, 2*time.Second, 500*time.Millisecond, time.Time{}, now), Intervals(b, 2*time.Second, 500*time.Millisecond, time.Time{}, now)...)); len(o) != 1 {
 		t.Fatalf("unfinished stop: overlaps = %v, want one", o)
 	}
 }
@@ -53,17 +53,17 @@ func TestOverlapsCatchDoubleOwnership(t *testing.T) {
 // renewing), or at death, whichever comes first, even with no journal entry.
 func TestIntervalsEndAtLapseOrDeath(t *testing.T) {
 	paused := append(renewals("a", 0, 3000, 500), ev("a", shard.JournalOwned, "x", 100), ev("a", shard.JournalLost, "x", 9000), ev("a", shard.JournalStopped, "x", 9100))
-	iv := Intervals(paused, 2*time.Second, time.Time{}, at(10000))
+	iv := Intervals(paused, 2*time.Second, 500*time.Millisecond, time.Time{}, at(10000))
 	if len(iv) != 1 || !iv[0].End.Equal(at(5000)) {
 		t.Fatalf("paused replica's interval = %+v, want end at the last renewal + 2s", iv)
 	}
 	killed := append(renewals("a", 0, 3000, 500), ev("a", shard.JournalOwned, "x", 100))
-	iv = Intervals(killed, 2*time.Second, at(3200), at(10000))
+	iv = Intervals(killed, 2*time.Second, 500*time.Millisecond, at(3200), at(10000))
 	if len(iv) != 1 || !iv[0].End.Equal(at(3200)) {
 		t.Fatalf("killed replica's interval = %+v, want end at death", iv)
 	}
 	taker := append(renewals("b", 0, 10000, 500), ev("b", shard.JournalOwned, "x", 5200))
-	all := append(Intervals(paused, 2*time.Second, time.Time{}, at(10000)), Intervals(taker, 2*time.Second, time.Time{}, at(10000))...)
+	all := append(Intervals(paused, 2*time.Second, 500*time.Millisecond, time.Time{}, at(10000)), Intervals(taker, 2*time.Second, 500*time.Millisecond, time.Time{}, at(10000))...)
 	if o := Overlaps(all); len(o) != 0 {
 		t.Fatalf("take-over after the paused replica's lapse reported: %v", o)
 	}
@@ -151,5 +151,80 @@ func TestStrayWritesJudgeEpochsByTheRemoteOrder(t *testing.T) {
 	// Without an epoch the Leases judge, as before.
 	if s := StrayWrites([]Write{w("a", 0, 5200, 5210)}, ivs); len(s) != 2 {
 		t.Fatalf("an unfenced late write: %v", s)
+	}
+}
+
+// A renewal answered late within the grace ("resumed") keeps authority but
+// cuts a hole from the end of the validity before it to its answer: a write
+// there is out of authority, one after it is in. A renewal sent past the
+// grace, or answered past it, ends authority as a lapse does.
+func TestIntervalsModelTheRenewalGrace(t *testing.T) {
+	const rd, grace = 2 * time.Second, 500 * time.Millisecond
+	// Renewals every 500 ms to 3000, then one sent at 4800 (validity ended
+	// at 5000) answered at 5300 (within the grace), then every 500 ms.
+	late := append(renewals("a", 0, 3000, 500), ev("a", shard.JournalRenewed, "", 4800), ev("a", shard.JournalResumed, "", 5300))
+	late = append(late, renewals("a", 5500, 10000, 500)...)
+	late = append(late, ev("a", shard.JournalOwned, "x", 100))
+	iv := Intervals(late, rd, grace, time.Time{}, at(10000))
+	if len(iv) != 2 || !iv[0].End.Equal(at(5000)) || !iv[1].Start.Equal(at(5300)) || !iv[1].End.Equal(at(10000)) {
+		t.Fatalf("intervals across a late renewal within the grace = %+v, want [100,5000) and [5300,10000)", iv)
+	}
+	w := func(ms int) Write {
+		return Write{Replica: "a", Cluster: "x", Verb: "update", Received: at(ms), Completed: at(ms + 10), Code: 200}
+	}
+	if s := StrayWrites([]Write{w(4000), w(5200), w(6000)}, iv); len(s) != 1 {
+		t.Fatalf("stray writes = %v, want the one at 5200 (fenced: before the answer)", s)
+	}
+	// Sent within the grace, no answer journalled before the next renewal:
+	// authority ended at 5000 and does not come back.
+	unanswered := append(renewals("a", 0, 3000, 500), ev("a", shard.JournalRenewed, "", 5200), ev("a", shard.JournalOwned, "x", 100))
+	unanswered = append(unanswered, renewals("a", 5600, 10000, 500)...)
+	if iv := Intervals(unanswered, rd, grace, time.Time{}, at(10000)); len(iv) != 1 || !iv[0].End.Equal(at(5000)) {
+		t.Fatalf("interval with a renewal never answered = %+v, want end at 5000", iv)
+	}
+	// Resumed past the grace (a product bug): authority ended at 5000.
+	tooLate := append(renewals("a", 0, 3000, 500), ev("a", shard.JournalRenewed, "", 4800), ev("a", shard.JournalResumed, "", 5600), ev("a", shard.JournalOwned, "x", 100))
+	tooLate = append(tooLate, renewals("a", 6000, 10000, 500)...)
+	if iv := Intervals(tooLate, rd, grace, time.Time{}, at(10000)); len(iv) != 1 || !iv[0].End.Equal(at(5000)) {
+		t.Fatalf("interval with a renewal resumed past the grace = %+v, want end at 5000", iv)
+	}
+	// Answered past the grace (at 5700): the replica voids, journalled at
+	// the end of validity before.
+	voided := append(renewals("a", 0, 3000, 500), ev("a", shard.JournalRenewed, "", 4800), ev("a", shard.JournalVoid, "", 5000), ev("a", shard.JournalOwned, "x", 100))
+	voided = append(voided, renewals("a", 6000, 10000, 500)...)
+	if iv := Intervals(voided, rd, grace, time.Time{}, at(10000)); len(iv) != 1 || !iv[0].End.Equal(at(5000)) {
+		t.Fatalf("interval with a renewal answered past the grace = %+v, want end at 5000", iv)
+	}
+	// Sent past the grace: a lapse, whatever came after.
+	gap := append(renewals("a", 0, 3000, 500), ev("a", shard.JournalRenewed, "", 5600), ev("a", shard.JournalResumed, "", 5650), ev("a", shard.JournalOwned, "x", 100))
+	if iv := Intervals(gap, rd, grace, time.Time{}, at(10000)); len(iv) != 1 || !iv[0].End.Equal(at(5000)) {
+		t.Fatalf("interval with a renewal sent past the grace = %+v, want end at 5000", iv)
+	}
+	// Held, the late replica has no hole: a taker inside the hole, even
+	// one gone before the answer, is caught.
+	if h := HeldIntervals(late, rd, grace, time.Time{}, at(10000)); len(h) != 1 || !h[0].Start.Equal(at(100)) || !h[0].End.Equal(at(10000)) {
+		t.Fatalf("held across a late renewal within the grace = %+v, want [100,10000)", h)
+	}
+	inHole := append(renewals("b", 0, 10000, 500), ev("b", shard.JournalOwned, "x", 5100), ev("b", shard.JournalStopped, "x", 5250))
+	if o := Overlaps(append(HeldIntervals(late, rd, grace, time.Time{}, at(10000)), HeldIntervals(inHole, rd, grace, time.Time{}, at(10000))...)); len(o) != 1 {
+		t.Fatalf("overlaps = %v, want the taker's inside the hole", o)
+	}
+	// Past a lapse the replica holds for the grace more (its managers stop
+	// then): a taker within it is caught, one after it is not.
+	if h := HeldIntervals(gap, rd, grace, time.Time{}, at(10000)); len(h) != 1 || !h[0].End.Equal(at(5500)) {
+		t.Fatalf("held past a lapse = %+v, want the end at 5000 + the grace", h)
+	}
+	for _, c := range []struct {
+		at   int
+		want int
+	}{{5400, 1}, {5600, 0}} {
+		taker := append(renewals("b", 0, 10000, 500), ev("b", shard.JournalOwned, "x", c.at))
+		if o := Overlaps(append(HeldIntervals(gap, rd, grace, time.Time{}, at(10000)), HeldIntervals(taker, rd, grace, time.Time{}, at(10000))...)); len(o) != c.want {
+			t.Fatalf("a taker at %d ms: overlaps %v, want %d", c.at, o, c.want)
+		}
+	}
+	// A replica that never renewed held nothing.
+	if h := HeldIntervals([]shard.JournalEntry{ev("a", shard.JournalOwned, "x", 100)}, rd, grace, time.Time{}, at(10000)); len(h) != 1 || h[0].End.After(h[0].Start) {
+		t.Fatalf("held without a renewal = %+v, want empty", h)
 	}
 }

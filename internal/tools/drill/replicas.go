@@ -42,8 +42,9 @@ type replica struct {
 	// leakChecked is set once its exit record was checked (I4).
 	leakChecked bool
 	// renewDeadline is its membership's: its authority lapses that long
-	// after a renewal was sent when none followed (the checker's I1).
-	renewDeadline time.Duration
+	// after a renewal was sent when none followed (the checker's I1);
+	// grace how long past that a renewal's answer may keep it.
+	renewDeadline, grace time.Duration
 }
 
 // incarnations are every replica process started, for the checker.
@@ -114,7 +115,7 @@ func (r *Runner) spawn(id string) (*replica, error) {
 		_ = logf.Close()
 		return nil, err
 	}
-	rep := &replica{id: id, journal: base + ".journal", probe: probe, metrics: metricsAddr, cmd: cmd, exited: make(chan struct{}), renewDeadline: renew}
+	rep := &replica{id: id, journal: base + ".journal", probe: probe, metrics: metricsAddr, cmd: cmd, exited: make(chan struct{}), renewDeadline: renew, grace: shard.RenewalGrace(lease, renew)}
 	go func() {
 		_ = cmd.Wait()
 		_ = logf.Close()

@@ -342,8 +342,9 @@ func (r *Runner) releaseProblems(ctx context.Context, cl fleet.Cluster) []string
 	return nil
 }
 
-// exclusive checks I1 over every journal so far: no two replicas' authority
-// intervals over one cluster overlap, and every write the remote API servers
+// exclusive checks I1 over every journal so far: no two replicas' held
+// intervals over one cluster overlap (HeldIntervals: a manager may run),
+// and every write the remote API servers
 // recorded for a cluster lies in its writer's authority and in no one
 // else's. The audit logs are read before the journals, so every write read
 // happened before the intervals' "now".
@@ -362,16 +363,17 @@ func (r *Runner) exclusive(res *Result) {
 		res.note("I1", "read journals: %v", err)
 		return
 	}
-	var ivs []Interval
+	var ivs, held []Interval
 	now := time.Now()
 	for rep, entries := range js {
-		ivs = append(ivs, Intervals(entries, rep.renewDeadline, rep.killedAt, now)...)
+		ivs = append(ivs, Intervals(entries, rep.renewDeadline, rep.grace, rep.killedAt, now)...)
+		held = append(held, HeldIntervals(entries, rep.renewDeadline, rep.grace, rep.killedAt, now)...)
 	}
 	res.Intervals, res.Writes = len(ivs), len(writes)
 	// Every journal and write so far is checked again (a write may reach an
 	// audit log late), but a violation is reported by the first scenario
 	// that finds it only, so the report points at the fault that caused it.
-	for _, o := range Overlaps(ivs) {
+	for _, o := range Overlaps(held) {
 		if r.firstSeen(o.String()) {
 			res.note("I1", "%s", o)
 		}

@@ -147,7 +147,7 @@ func (s *Session) gaps(clusters []string, since time.Time) (map[string]gap, erro
 	ends := map[string]time.Time{}
 	endOf := map[string]*replica{}
 	for rep, entries := range js {
-		for _, iv := range Intervals(entries, rep.renewDeadline, rep.killedAt, now) {
+		for _, iv := range HeldIntervals(entries, rep.renewDeadline, rep.grace, rep.killedAt, now) {
 			if !iv.Start.After(since) && iv.End.After(since) && iv.End.Before(now) {
 				ends[iv.Cluster], endOf[iv.Cluster] = iv.End, rep
 			}
