@@ -161,22 +161,21 @@ func (m *membership) renewed(sent time.Time) {
 	}
 	m.mu.Unlock()
 	m.o.journal(sent, JournalRenewed, "")
-	switch {
-	case lapsed:
-		// Authority ended with the validity before: writes were fenced
-		// from then on.
-		m.o.journal(ended, JournalVoid, "")
-		metrics.MembershipLateRenewals.WithLabelValues(metrics.LateRenewalVoided).Inc()
-		m.o.Logger.Info("Membership lapsed and was renewed past the grace: ownership from before is void",
-			"fencedFor", fenced.Round(time.Millisecond).String(), "grace", m.grace().String())
-		m.onLapse()
-	case late:
-		m.o.journal(now, JournalResumed, "")
-		metrics.MembershipLateRenewals.WithLabelValues(metrics.LateRenewalKept).Inc()
-		m.o.Logger.Info("Membership renewed late, within the grace: ownership kept, writes were fenced meanwhile",
-			"fencedFor", fenced.Round(time.Millisecond).String(), "grace", m.grace().String())
-		m.onLapse()
+	if !late {
+		return
 	}
+	// Past the grace, authority ended with the validity before (writes
+	// were fenced from then on); within it, it goes on from the answer.
+	event, at, outcome, msg := JournalResumed, now, metrics.LateRenewalKept,
+		"Membership renewed late, within the grace: ownership kept, writes were fenced meanwhile"
+	if lapsed {
+		event, at, outcome, msg = JournalVoid, ended, metrics.LateRenewalVoided,
+			"Membership lapsed and was renewed past the grace: ownership from before is void"
+	}
+	m.o.journal(at, event, "")
+	metrics.MembershipLateRenewals.WithLabelValues(outcome).Inc()
+	m.o.Logger.Info(msg, "fencedFor", fenced.Round(time.Millisecond).String(), "grace", m.grace().String())
+	m.onLapse()
 }
 
 // bound returns the latest instant a remote write sent now may still be

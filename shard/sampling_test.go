@@ -14,6 +14,18 @@ import (
 // permissions that overlap show in writes.check. The returned function
 // stops the sampling and waits for it; it also runs at cleanup.
 func sampleOwnership(t *testing.T, in map[string]*instance, clusters []string, writes *tracker) (stop func()) {
+	return sample(t, in, clusters, writes, func(i *instance, c string) bool { return i.c.Owns(c) })
+}
+
+// sampleHolds is sampleOwnership for Holds: which instance holds which
+// cluster (its manager may run, its writes fenced within the grace).
+func sampleHolds(t *testing.T, in map[string]*instance, clusters []string, holds *tracker) (stop func()) {
+	return sample(t, in, clusters, holds, func(i *instance, c string) bool { return i.c.Holds(c) })
+}
+
+// sample records, every 2 ms, the intervals in which has(instance,
+// cluster) is true into tr.
+func sample(t *testing.T, in map[string]*instance, clusters []string, tr *tracker, has func(*instance, string) bool) (stop func()) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan struct{})
 	go func() {
@@ -23,10 +35,10 @@ func sampleOwnership(t *testing.T, in map[string]*instance, clusters []string, w
 		for {
 			for key, i := range in {
 				for _, c := range clusters {
-					if i.c.Owns(c) {
-						writes.start(key, c)
+					if has(i, c) {
+						tr.start(key, c)
 					} else {
-						writes.stop(key, c)
+						tr.stop(key, c)
 					}
 				}
 			}

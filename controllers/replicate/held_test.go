@@ -12,7 +12,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/clustershard/clustershard/api/v1alpha1"
-	"github.com/clustershard/clustershard/internal/test/testenv"
 	"github.com/clustershard/clustershard/registry"
 )
 
@@ -35,16 +34,8 @@ func TestHeldClusterWritesNothingWhileFenced(t *testing.T) {
 			r, reg, rec := newReconciler(kind, "east")
 			own := r.Ownership.(*fakeOwnership)
 			own.held = map[string]bool{}
-			remote, err := testenv.RESTConfigFromKubeConfig(env.Remotes[0].KubeConfig)
-			if err != nil {
-				t.Fatal(err)
-			}
-			direct, err := client.NewWithWatch(remote, client.Options{Scheme: env.Scheme})
-			if err != nil {
-				t.Fatal(err)
-			}
 			var cut bool
-			reg.running["east"] = interceptor.NewClient(direct, interceptor.Funcs{
+			reg.running["east"] = interceptor.NewClient(directRemote(t), interceptor.Funcs{
 				Apply: func(ctx context.Context, c client.WithWatch, obj runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
 					if cut { // validity ends while the write is on its way
 						own.owned["east"], own.held["east"] = false, true

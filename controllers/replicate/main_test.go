@@ -142,6 +142,21 @@ func reconcile(t *testing.T, r *replicate.Reconciler, src client.Object) (ctrl.R
 	return r.Reconcile(t.Context(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(src)})
 }
 
+// directRemote is a client of the remote API server, to wrap with an
+// interceptor as a fake registry's remote client.
+func directRemote(t *testing.T) client.WithWatch {
+	t.Helper()
+	remote, err := testenv.RESTConfigFromKubeConfig(env.Remotes[0].KubeConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	direct, err := client.NewWithWatch(remote, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return direct
+}
+
 // get reads an object of k through c; nil when it does not exist.
 func get(t *testing.T, c client.Client, k remotecopy.Kind, key client.ObjectKey) *unstructured.Unstructured {
 	t.Helper()

@@ -9,8 +9,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
-
-	"github.com/clustershard/clustershard/internal/test/testenv"
 )
 
 // A copy that already is what the source asks for is not written again.
@@ -23,14 +21,7 @@ func TestCurrentCopyIsNotWrittenAgain(t *testing.T) {
 	ctx := t.Context()
 	k := env.Learned(t, exampleKind)
 	r, reg, _ := newReconciler(k, "east")
-	remote, err := testenv.RESTConfigFromKubeConfig(env.Remotes[0].KubeConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	direct, err := client.NewWithWatch(remote, client.Options{Scheme: env.Scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	direct := directRemote(t)
 	var applies atomic.Int64
 	reg.running["east"] = interceptor.NewClient(direct, interceptor.Funcs{
 		Apply: func(ctx context.Context, c client.WithWatch, obj runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
