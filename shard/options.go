@@ -51,6 +51,12 @@ type Options struct {
 	// Transferred, when set, is told of every change of owner this replica
 	// makes, once the new manager first runs (the replica records an Event).
 	Transferred func(Transfer)
+	// Unowned, when set, is told of each cluster this replica newly judges
+	// unowned (no replica may run it) while it is the Reporter, and of every
+	// such cluster when it becomes the Reporter; called on the pass's
+	// goroutine, it must not block (the replica enqueues the cluster's
+	// sources, whose condition then says so once the grace has passed).
+	Unowned func(cluster string)
 	// Logger is the parent logger; it should name the replica (the binary
 	// adds replica=<identity> to every line), the coordinator adds nothing.
 	Logger logr.Logger

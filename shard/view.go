@@ -140,6 +140,7 @@ func (c *Coordinator) unowned(names []string, leases map[string]*coordinationv1.
 		}
 		seen[name] = u
 	}
+	prev := c.unownedSince
 	c.unownedSince = seen
 	for name := range c.acquireErr {
 		if _, ok := seen[name]; !ok {
@@ -149,7 +150,26 @@ func (c *Coordinator) unowned(names []string, leases map[string]*coordinationv1.
 	c.mu.Lock()
 	c.view.Unowned = seen
 	c.mu.Unlock()
+	c.tellUnowned(prev, seen)
 	return len(seen)
+}
+
+// tellUnowned tells Options.Unowned, while this replica reports, of each
+// cluster newly judged unowned, and of every one when it has just become
+// the reporter: the controllers have nothing else to wake them for a
+// cluster nobody runs.
+func (c *Coordinator) tellUnowned(prev, seen map[string]Unowned) {
+	reporter := c.Reporter()
+	was := c.reported
+	c.reported = reporter
+	if !reporter || c.o.Unowned == nil {
+		return
+	}
+	for name := range seen {
+		if _, before := prev[name]; !before || !was {
+			c.o.Unowned(name)
+		}
+	}
 }
 
 // Unowned is a cluster no replica may run a manager for, as this replica

@@ -45,6 +45,10 @@ type fakeOwnership struct {
 	assigned bool
 	// held are clusters held with their writes fenced (a renewal late).
 	held map[string]bool
+	// unowned are the clusters nobody runs, since when; notReporter makes
+	// another replica the one that reports them.
+	unowned     map[string]time.Time
+	notReporter bool
 }
 
 func (o *fakeOwnership) Owns(cluster string) bool { return o.owned[cluster] }
@@ -62,11 +66,12 @@ func (o *fakeOwnership) WithOwnership(cluster string, f func() error) error {
 
 func (o *fakeOwnership) Assigned(string) bool { return o.assigned }
 
-func (o *fakeOwnership) UnownedCluster(string) (time.Time, string, bool) {
-	return time.Time{}, "", false
+func (o *fakeOwnership) UnownedCluster(cluster string) (time.Time, string, bool) {
+	since, ok := o.unowned[cluster]
+	return since, "its Lease is free and no replica has acquired it", ok
 }
 
-func (o *fakeOwnership) Reporter() bool { return true }
+func (o *fakeOwnership) Reporter() bool { return !o.notReporter }
 
 // fakeRegistry runs a remote manager for each cluster of running, whose
 // client is a real client of a remote API server, and counts WithClient calls.

@@ -19,11 +19,9 @@ import (
 )
 
 // unowned handles a source whose cluster this replica does not own: the
-// owner handles it; only the ring's choice reports an unknown cluster.
+// owner handles it; the Reporter reports a cluster nobody runs, and only
+// the ring's choice an unknown cluster.
 func (r *Reconciler) unowned(ctx context.Context, src *unstructured.Unstructured, cluster string) (ctrl.Result, error) {
-	if !r.Ownership.Assigned(cluster) {
-		return ctrl.Result{}, nil
-	}
 	var rc v1alpha1.RemoteCluster
 	err := r.Client.Get(ctx, client.ObjectKey{Name: cluster}, &rc)
 	if err == nil {
@@ -31,6 +29,9 @@ func (r *Reconciler) unowned(ctx context.Context, src *unstructured.Unstructured
 	}
 	if !apierrors.IsNotFound(err) {
 		return ctrl.Result{}, err
+	}
+	if !r.Ownership.Assigned(cluster) {
+		return ctrl.Result{}, nil
 	}
 	if !src.GetDeletionTimestamp().IsZero() && controllerutil.ContainsFinalizer(src, v1alpha1.SourceFinalizer) &&
 		src.GetAnnotations()[v1alpha1.ReleaseAnnotation] == "true" {
@@ -67,6 +68,8 @@ func (r *Reconciler) unowned(ctx context.Context, src *unstructured.Unstructured
 // nobodyRuns reports, from the one reporting replica, a source whose
 // existing cluster no replica has run for longer than UnownedGrace, and
 // looks again until one does (then its owner's sync replaces the outcome).
+// A cluster the Reporter has not judged unowned yet needs no look: it is
+// told when it does (shard.Options.Unowned).
 func (r *Reconciler) nobodyRuns(ctx context.Context, src *unstructured.Unstructured, cluster string) (ctrl.Result, error) {
 	grace := r.UnownedGrace
 	if grace <= 0 {
