@@ -3,6 +3,7 @@ package drill
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
@@ -10,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -25,6 +27,7 @@ import (
 type replica struct {
 	id      string
 	journal string
+	log     string // its stdout and stderr
 	probe   string // host:port of its health probes on loopback
 	metrics string // host:port of its metrics on loopback
 	pprof   string // host:port of its profiles on loopback ("" when off)
@@ -115,7 +118,7 @@ func (r *Runner) spawn(id string) (*replica, error) {
 		_ = logf.Close()
 		return nil, err
 	}
-	rep := &replica{id: id, journal: base + ".journal", probe: probe, metrics: metricsAddr, cmd: cmd, exited: make(chan struct{}), renewDeadline: renew, grace: shard.RenewalGrace(lease, renew)}
+	rep := &replica{id: id, journal: base + ".journal", log: base + ".log", probe: probe, metrics: metricsAddr, cmd: cmd, exited: make(chan struct{}), renewDeadline: renew, grace: shard.RenewalGrace(lease, renew)}
 	go func() {
 		_ = cmd.Wait()
 		_ = logf.Close()
@@ -146,12 +149,20 @@ func (r *Runner) startReady(ctx context.Context, ids ...string) error {
 	return nil
 }
 
-// freeLoopbackAddrs returns n distinct loopback addresses with ports free
-// right now.
+// replicaHost is the loopback address the replicas' probes, metrics and
+// profiles listen on: one of 127.0.0.0/8 picked at random per process, not
+// 127.0.0.1, where every other process (API servers and etcd of tests run
+// in parallel, their clients' ephemeral ports) takes ports: a port found
+// free there could be taken again before the replica binds it, and the
+// replica would exit at start-up.
+var replicaHost = fmt.Sprintf("127.%d.%d.%d", 100+rand.IntN(100), rand.IntN(256), 1+rand.IntN(254))
+
+// freeLoopbackAddrs returns n distinct addresses on replicaHost with ports
+// free right now.
 func freeLoopbackAddrs(n int) ([]string, error) {
 	var out []string
 	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		l, err := net.Listen("tcp", net.JoinHostPort(replicaHost, "0"))
 		if err != nil {
 			return nil, err
 		}
@@ -169,7 +180,7 @@ func (r *Runner) waitReady(ctx context.Context, id string, timeout time.Duration
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		select {
 		case <-rep.exited:
-			return false, fmt.Errorf("%s exited", id)
+			return false, fmt.Errorf("%s exited with status %d before it was ready; its log ends:\n%s", id, rep.cmd.ProcessState.ExitCode(), logTail(rep.log, 5))
 		default:
 		}
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+rep.probe+"/readyz", nil)
@@ -258,7 +269,7 @@ func (r *Runner) termAsync(id string) func() error {
 			return fmt.Errorf("%s did not exit within 40s of SIGTERM", id)
 		}
 		if code := rep.cmd.ProcessState.ExitCode(); code != 0 {
-			return fmt.Errorf("%s exited with status %d after SIGTERM", id, code)
+			return fmt.Errorf("%s exited with status %d after SIGTERM; its log ends:\n%s", id, code, logTail(rep.log, 5))
 		}
 		return nil
 	}
@@ -341,4 +352,16 @@ func (r *Runner) pausePast(ctx context.Context, res *Result, id string, owned []
 	})
 	rep.paused = false
 	return rep.cmd.Process.Signal(syscall.SIGCONT)
+}
+
+// logTail returns the last n lines of the log at path, indented (or why
+// it cannot be read).
+func logTail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "  (" + err.Error() + ")"
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	lines = lines[max(0, len(lines)-n):]
+	return "  " + strings.Join(lines, "\n  ")
 }
