@@ -51,8 +51,19 @@ func bounds(p func(string, ...any), r *Results) {
 		if m.MiBPerCluster > targetMiBPerClstr {
 			line := "- **Memory per idle cluster** (%.2f MiB against ≤ %.0f MiB, %.0f goroutines each)"
 			args := []any{m.MiBPerCluster, targetMiBPerClstr, m.GoroutinesPerCluster}
-			if f := m.Floor; f != nil {
-				line += ": a bare manager of the floor holds %.2f MiB of heap and %.0f goroutines; a replica's cluster holds %.2f MiB and %.0f goroutines more, which this bench does not break down"
+			if f := m.Floor; f != nil && len(m.HeapKiBPerCluster) > 0 {
+				var heap float64
+				top := m.HeapKiBPerCluster[0]
+				for _, c := range m.HeapKiBPerCluster {
+					heap += c.Value
+					if c.Value > top.Value {
+						top = c
+					}
+				}
+				line += ": a bare manager of the floor holds %.2f MiB of heap and %.0f goroutines; a replica's cluster holds %.2f MiB of heap (the table by component above; the largest, %s, %.0f KiB) and %.0f goroutines more than the floor; the rest of its RSS is the runtime's spans, stacks and pages not returned"
+				args = append(args, f.HeapMiBPerManager, f.GoroutinesPerMgr, heap/1024, top.Component, top.Value, m.GoroutinesPerCluster-f.GoroutinesPerMgr)
+			} else if f != nil {
+				line += ": a bare manager of the floor holds %.2f MiB of heap and %.0f goroutines; a replica's cluster holds %.2f MiB and %.0f goroutines more, not broken down by component in this run"
 				args = append(args, f.HeapMiBPerManager, f.GoroutinesPerMgr, m.MiBPerCluster-f.HeapMiBPerManager, m.GoroutinesPerCluster-f.GoroutinesPerMgr)
 			}
 			p(line+".", args...)
