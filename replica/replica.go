@@ -178,7 +178,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (*Replica, error) {
 	}
 	so.Identity, so.Incarnation, so.Namespace, so.Client, so.Reader, so.Kube = o.Identity, o.Incarnation, o.Namespace, direct, mgr.GetClient(), kube
 	so.Handler = rp.notifier
-	so.Unowned = rp.notifier.Notify
+	so.Unowned, so.UnownedAfter = rp.notifier.Notify, o.UnownedGrace
 	so.Logger = o.Logger.WithName("shard")
 	// One list per pass serves both: the coordinator asks for the names,
 	// then (on the same goroutine) for the placements of that list.

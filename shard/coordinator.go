@@ -79,8 +79,9 @@ type Coordinator struct {
 	// the last failed acquisition of each cluster (step only).
 	unownedSince map[string]Unowned
 	acquireErr   map[string]error
-	// reported: the last pass found this replica the reporter (step only).
-	reported bool
+	// told are the unowned clusters told to Options.Unowned in this run of
+	// passes as the Reporter (step only).
+	told map[string]bool
 	// timings are the timings last logged per membership Lease that
 	// publishes other timings than ours.
 	timings map[string]string

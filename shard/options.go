@@ -51,12 +51,15 @@ type Options struct {
 	// Transferred, when set, is told of every change of owner this replica
 	// makes, once the new manager first runs (the replica records an Event).
 	Transferred func(Transfer)
-	// Unowned, when set, is told of each cluster this replica newly judges
-	// unowned (no replica may run it) while it is the Reporter, and of every
-	// such cluster when it becomes the Reporter; called on the pass's
-	// goroutine, it must not block (the replica enqueues the cluster's
-	// sources, whose condition then says so once the grace has passed).
-	Unowned func(cluster string)
+	// Unowned, when set, is told once, while this replica is the Reporter,
+	// of each cluster it has judged unowned (no replica may run it) for
+	// UnownedAfter; told again after the cluster was owned in between or
+	// this replica was not the Reporter. Called on the pass's goroutine, it
+	// must not block: the replica enqueues the cluster's sources, whose
+	// condition then says so. Clusters free for a moment (a cold start, a
+	// take-over) are not told.
+	Unowned      func(cluster string)
+	UnownedAfter time.Duration
 	// Logger is the parent logger; it should name the replica (the binary
 	// adds replica=<identity> to every line), the coordinator adds nothing.
 	Logger logr.Logger

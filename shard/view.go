@@ -140,7 +140,6 @@ func (c *Coordinator) unowned(names []string, leases map[string]*coordinationv1.
 		}
 		seen[name] = u
 	}
-	prev := c.unownedSince
 	c.unownedSince = seen
 	for name := range c.acquireErr {
 		if _, ok := seen[name]; !ok {
@@ -150,26 +149,29 @@ func (c *Coordinator) unowned(names []string, leases map[string]*coordinationv1.
 	c.mu.Lock()
 	c.view.Unowned = seen
 	c.mu.Unlock()
-	c.tellUnowned(prev, seen)
+	c.tellUnowned(seen, now)
 	return len(seen)
 }
 
 // tellUnowned tells Options.Unowned, while this replica reports, of each
-// cluster newly judged unowned, and of every one when it has just become
-// the reporter: the controllers have nothing else to wake them for a
-// cluster nobody runs.
-func (c *Coordinator) tellUnowned(prev, seen map[string]Unowned) {
-	reporter := c.Reporter()
-	was := c.reported
-	c.reported = reporter
-	if !reporter || c.o.Unowned == nil {
+// cluster unowned for UnownedAfter, once: the controllers have nothing
+// else to wake them for a cluster nobody runs.
+func (c *Coordinator) tellUnowned(seen map[string]Unowned, now time.Time) {
+	if c.o.Unowned == nil || !c.Reporter() {
+		c.told = nil
 		return
 	}
-	for name := range seen {
-		if _, before := prev[name]; !before || !was {
+	told := map[string]bool{}
+	for name, u := range seen {
+		switch {
+		case c.told[name]:
+			told[name] = true
+		case now.Sub(u.Since) >= c.o.UnownedAfter:
 			c.o.Unowned(name)
+			told[name] = true
 		}
 	}
+	c.told = told
 }
 
 // Unowned is a cluster no replica may run a manager for, as this replica

@@ -124,6 +124,22 @@ func newReconciler(k remotecopy.Kind, owned ...string) (*replicate.Reconciler, *
 	}, reg, rec
 }
 
+// createRemoteCluster creates a RemoteCluster named name (its Secret need
+// not exist: no manager runs it here), deleted when the test ends.
+func createRemoteCluster(t *testing.T, name string) {
+	t.Helper()
+	rc := &v1alpha1.RemoteCluster{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: v1alpha1.RemoteClusterSpec{KubeConfig: v1alpha1.KubeConfigSource{
+			SecretRef: v1alpha1.SecretKeyReference{Namespace: "default", Name: name + "-kubeconfig", Key: "kubeconfig"},
+		}},
+	}
+	if err := env.Client.Create(t.Context(), rc); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), rc) })
+}
+
 // createSource creates a namespace and a source of k in it naming cluster.
 func createSource(t *testing.T, k remotecopy.Kind, ns, name, cluster string) *unstructured.Unstructured {
 	t.Helper()

@@ -4,7 +4,6 @@ import (
 	"strings"
 	"testing"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -180,17 +179,7 @@ func TestMissingClusterSaysClusterNotFound(t *testing.T) {
 // touched here, whether or not the ring assigns the name to this replica:
 // no write to the source, no remote call, no copy.
 func TestClusterOwnedElsewhereIsNotWritten(t *testing.T) {
-	ctx := t.Context()
-	rc := &v1alpha1.RemoteCluster{
-		ObjectMeta: metav1.ObjectMeta{Name: "elsewhere"},
-		Spec: v1alpha1.RemoteClusterSpec{KubeConfig: v1alpha1.KubeConfigSource{
-			SecretRef: v1alpha1.SecretKeyReference{Namespace: "default", Name: "elsewhere-kubeconfig", Key: "kubeconfig"},
-		}},
-	}
-	if err := env.Client.Create(ctx, rc); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Client.Delete(ctx, rc) })
+	createRemoteCluster(t, "elsewhere")
 	k := env.Learned(t, exampleKind)
 	src := createSource(t, k, "owned-elsewhere", "fault", "elsewhere")
 	key := client.ObjectKeyFromObject(src)

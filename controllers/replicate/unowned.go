@@ -68,8 +68,8 @@ func (r *Reconciler) unowned(ctx context.Context, src *unstructured.Unstructured
 // nobodyRuns reports, from the one reporting replica, a source whose
 // existing cluster no replica has run for longer than UnownedGrace, and
 // looks again until one does (then its owner's sync replaces the outcome).
-// A cluster the Reporter has not judged unowned yet needs no look: it is
-// told when it does (shard.Options.Unowned).
+// A cluster the Reporter has not judged unowned yet needs no look: its
+// sources are woken when the report is due (shard.Options.Unowned).
 func (r *Reconciler) nobodyRuns(ctx context.Context, src *unstructured.Unstructured, cluster string) (ctrl.Result, error) {
 	grace := r.UnownedGrace
 	if grace <= 0 {

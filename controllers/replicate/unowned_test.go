@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/clustershard/clustershard/api/v1alpha1"
@@ -20,17 +19,7 @@ import (
 // example kind and on a kind shaped like Chaos Mesh's (no status
 // subresource).
 func TestReporterSaysClusterUnowned(t *testing.T) {
-	ctx := t.Context()
-	rc := &v1alpha1.RemoteCluster{
-		ObjectMeta: metav1.ObjectMeta{Name: "nobody"},
-		Spec: v1alpha1.RemoteClusterSpec{KubeConfig: v1alpha1.KubeConfigSource{
-			SecretRef: v1alpha1.SecretKeyReference{Namespace: "default", Name: "nobody-kubeconfig", Key: "kubeconfig"},
-		}},
-	}
-	if err := env.Client.Create(ctx, rc); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Client.Delete(ctx, rc) })
+	createRemoteCluster(t, "nobody")
 	for _, kind := range []string{"example", "strict"} {
 		t.Run(kind, func(t *testing.T) {
 			k := env.Learned(t, exampleKind)
