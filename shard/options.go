@@ -125,7 +125,7 @@ const (
 	DefaultRetryPeriod    = 2 * time.Second
 	DefaultStopTimeout    = 10 * time.Second
 	DefaultMovesPerSecond = 10
-	DefaultHandoverWindow = 8
+	DefaultHandoverWindow = 3
 )
 
 func (o *Options) defaults() error {

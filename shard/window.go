@@ -3,6 +3,8 @@ package shard
 import (
 	"context"
 	"encoding/json"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -37,9 +39,9 @@ type letGo struct {
 
 // windowShares divides each successor's window among the live replicas
 // that hold clusters the ring now assigns to it (on a scale-out every old
-// owner hands clusters to the new replica at once): each gets
-// ceil(HandoverWindow / releasers), at least 1, so the successor has about
-// HandoverWindow spawns on its way, not that many per releaser.
+// owner hands clusters to the new replica at once) and returns this
+// replica's share of each (windowShare): the successor has the window
+// spawning, not that many per releaser.
 func (c *Coordinator) windowShares(o *reading, p *plan) map[string]int {
 	from := map[string]map[string]bool{}
 	for n, to := range p.assign {
@@ -54,9 +56,29 @@ func (c *Coordinator) windowShares(o *reading, p *plan) map[string]int {
 	}
 	shares := make(map[string]int, len(from))
 	for to, hs := range from {
-		shares[to] = max(1, (c.o.HandoverWindow+len(hs)-1)/len(hs))
+		shares[to] = windowShare(c.o.HandoverWindow, slices.Collect(maps.Keys(hs)), c.o.Identity)
 	}
 	return shares
+}
+
+// windowShare is self's share of a window among releasers (the replicas
+// handing clusters to one successor): the window divided evenly, one more
+// for the first window mod len(releasers) of them in name order, and at
+// least 1 so that no releaser stalls. Every releaser computes the same
+// division from the same Leases, so the shares add up to the window (to
+// len(releasers) when that is more). Rounding every share up instead let
+// a window of 4 over 3 old owners put 6 spawns on the new replica at once.
+func windowShare(window int, releasers []string, self string) int {
+	if len(releasers) == 0 {
+		return max(1, window)
+	}
+	sorted := slices.Sorted(slices.Values(releasers))
+	i, found := slices.BinarySearch(sorted, self)
+	share := window / len(sorted)
+	if found && i < window%len(sorted) {
+		share++
+	}
+	return max(1, share)
 }
 
 // windowAllows reports whether one more cluster may be handed over to
