@@ -29,7 +29,7 @@ const (
 	rulesTestFile      = "monitoring/prometheus/clustershard.rules_test.yaml"
 	prometheusRuleFile = "monitoring/prometheusrule.yaml"
 	serviceMonitorFile = "monitoring/servicemonitor.yaml"
-	runbookURL         = "https://github.com/clustershard/clustershard/blob/main/README.md#monitoring"
+	runbookURL         = "https://github.com/clustershard/clustershard/blob/main/docs/monitoring.md#alerts"
 	metricsJob         = "clustershard-metrics"
 )
 
