@@ -13,8 +13,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/clustershard/clustershard/api/v1alpha1"
-	"github.com/clustershard/clustershard/internal/test/netproxy"
-	"github.com/clustershard/clustershard/internal/tools/drill"
+	"github.com/clustershard/clustershard/test/netproxy"
+	"github.com/clustershard/clustershard/tools/drill"
 )
 
 // Bulkhead faults: what each bad cluster's remote does, behind a loopback

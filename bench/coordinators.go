@@ -11,8 +11,8 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/clustershard/clustershard/internal/tools/fleet"
 	"github.com/clustershard/clustershard/shard"
+	"github.com/clustershard/clustershard/tools/fleet"
 )
 
 // coordinators are R in-process shard coordinators with the production

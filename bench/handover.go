@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/clustershard/clustershard/internal/metrics"
-	"github.com/clustershard/clustershard/internal/tools/drill"
+	"github.com/clustershard/clustershard/tools/drill"
 )
 
 // handovers measures scenario 2 on real replica processes: per moved

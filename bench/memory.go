@@ -7,8 +7,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/clustershard/clustershard/internal/tools/drill"
 	"github.com/clustershard/clustershard/shard"
+	"github.com/clustershard/clustershard/tools/drill"
 )
 
 const mib = 1 << 20

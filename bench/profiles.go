@@ -12,7 +12,7 @@ import (
 
 	"github.com/google/pprof/profile"
 
-	"github.com/clustershard/clustershard/internal/tools/drill"
+	"github.com/clustershard/clustershard/tools/drill"
 )
 
 // component is one part of a replica that a profile sample is charged to:

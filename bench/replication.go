@@ -15,8 +15,8 @@ import (
 
 	examplev1alpha1 "github.com/clustershard/clustershard/api/example/v1alpha1"
 	"github.com/clustershard/clustershard/api/v1alpha1"
-	"github.com/clustershard/clustershard/internal/tools/drill"
-	"github.com/clustershard/clustershard/internal/tools/fleet"
+	"github.com/clustershard/clustershard/tools/drill"
+	"github.com/clustershard/clustershard/tools/fleet"
 )
 
 // synced reports whether a source's copy is in sync with its generation.

@@ -11,9 +11,9 @@ import (
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/clustershard/clustershard/internal/test/localcluster"
-	"github.com/clustershard/clustershard/internal/tools/drill"
-	"github.com/clustershard/clustershard/internal/tools/fleet"
+	"github.com/clustershard/clustershard/test/localcluster"
+	"github.com/clustershard/clustershard/tools/drill"
+	"github.com/clustershard/clustershard/tools/fleet"
 )
 
 // Config sizes a benchmark run. Defaults (Default) fit a 2-core, 24 GiB

@@ -20,8 +20,8 @@ import (
 
 	"github.com/clustershard/clustershard/deploy"
 	"github.com/clustershard/clustershard/internal/metrics"
-	"github.com/clustershard/clustershard/internal/test/localcluster"
-	"github.com/clustershard/clustershard/internal/test/promql"
+	"github.com/clustershard/clustershard/test/localcluster"
+	"github.com/clustershard/clustershard/test/promql"
 )
 
 const (

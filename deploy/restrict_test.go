@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/clustershard/clustershard/api/v1alpha1"
-	"github.com/clustershard/clustershard/internal/test/manifests"
+	"github.com/clustershard/clustershard/test/manifests"
 )
 
 // The example policy restricting who writes RemoteClusters, applied to a

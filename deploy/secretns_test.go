@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/clustershard/clustershard/internal/test/manifests"
+	"github.com/clustershard/clustershard/test/manifests"
 )
 
 // The kustomize example that allows kubeconfig Secrets in another namespace

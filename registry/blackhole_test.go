@@ -16,9 +16,9 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/clustershard/clustershard/internal/test/admissionhook"
-	"github.com/clustershard/clustershard/internal/test/netproxy"
 	"github.com/clustershard/clustershard/registry"
+	"github.com/clustershard/clustershard/test/admissionhook"
+	"github.com/clustershard/clustershard/test/netproxy"
 )
 
 // slowWebhook is a validating admission webhook on loopback that allows

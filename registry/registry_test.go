@@ -11,8 +11,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/clustershard/clustershard/internal/test/testenv"
 	"github.com/clustershard/clustershard/registry"
+	"github.com/clustershard/clustershard/test/testenv"
 )
 
 // Each remote client writes to its own cluster, the manage-client reads the

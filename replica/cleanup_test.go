@@ -16,8 +16,8 @@ import (
 
 	examplev1alpha1 "github.com/clustershard/clustershard/api/example/v1alpha1"
 	"github.com/clustershard/clustershard/api/v1alpha1"
-	"github.com/clustershard/clustershard/internal/test/testenv"
 	"github.com/clustershard/clustershard/replica"
+	"github.com/clustershard/clustershard/test/testenv"
 )
 
 // Deleting a RemoteCluster with cleanupPolicy Delete stops its manager,

@@ -12,8 +12,8 @@ import (
 
 	"github.com/clustershard/clustershard/api/v1alpha1"
 	"github.com/clustershard/clustershard/internal/remotecopy"
-	"github.com/clustershard/clustershard/internal/test/testenv"
 	"github.com/clustershard/clustershard/replica"
+	"github.com/clustershard/clustershard/test/testenv"
 )
 
 // shapeKind's CRD is changed by TestShapeFollowsCRD while a replica runs.

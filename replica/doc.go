@@ -19,7 +19,7 @@
 // that uses it; DefaultOptions (defaults.go) gathers them, and the flags of
 // cmd/clustershard take their defaults from it.
 //
-// Tools and harnesses live apart (internal/tools, internal/test,
+// Tools and harnesses live apart (tools/, test/,
 // cmd/clustershard-dev) and the product never links them; .golangci.yml
 // (depguard) keeps it so.
 //

@@ -24,9 +24,9 @@ import (
 	"github.com/clustershard/clustershard/api/v1alpha1"
 	"github.com/clustershard/clustershard/internal/helmrelease"
 	"github.com/clustershard/clustershard/internal/metrics"
-	"github.com/clustershard/clustershard/internal/test/localcluster"
-	"github.com/clustershard/clustershard/internal/test/testenv"
 	"github.com/clustershard/clustershard/replica"
+	"github.com/clustershard/clustershard/test/localcluster"
+	"github.com/clustershard/clustershard/test/testenv"
 )
 
 func chartPath(t *testing.T, name string) string {

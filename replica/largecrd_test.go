@@ -17,8 +17,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/clustershard/clustershard/api/v1alpha1"
-	"github.com/clustershard/clustershard/internal/test/localcluster"
-	"github.com/clustershard/clustershard/internal/test/netproxy"
+	"github.com/clustershard/clustershard/test/localcluster"
+	"github.com/clustershard/clustershard/test/netproxy"
 )
 
 // largeCRDChart writes a chart whose crds/ holds a CRD of about 1.2 MB (a

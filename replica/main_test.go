@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/clustershard/clustershard/internal/test/testenv"
+	"github.com/clustershard/clustershard/test/testenv"
 )
 
 var env *testenv.Env

@@ -13,7 +13,7 @@ import (
 
 	examplev1alpha1 "github.com/clustershard/clustershard/api/example/v1alpha1"
 	"github.com/clustershard/clustershard/api/v1alpha1"
-	"github.com/clustershard/clustershard/internal/test/testenv"
+	"github.com/clustershard/clustershard/test/testenv"
 )
 
 // A source whose RemoteCluster exists but that no replica can run (its

@@ -20,8 +20,8 @@ import (
 	"github.com/clustershard/clustershard/api/v1alpha1"
 	"github.com/clustershard/clustershard/controllers/replicate"
 	"github.com/clustershard/clustershard/internal/remotecopy"
-	"github.com/clustershard/clustershard/internal/test/admissionhook"
 	"github.com/clustershard/clustershard/replica"
+	"github.com/clustershard/clustershard/test/admissionhook"
 )
 
 // specWebhook is a validating admission webhook served over TLS on

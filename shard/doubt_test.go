@@ -19,9 +19,9 @@ import (
 
 	"github.com/clustershard/clustershard/api/v1alpha1"
 	"github.com/clustershard/clustershard/internal/metrics"
-	"github.com/clustershard/clustershard/internal/test/netproxy"
 	"github.com/clustershard/clustershard/registry"
 	"github.com/clustershard/clustershard/shard"
+	"github.com/clustershard/clustershard/test/netproxy"
 )
 
 // A remote write that may still land keeps its cluster's Lease from being

@@ -12,8 +12,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/clustershard/clustershard/internal/test/netproxy"
 	"github.com/clustershard/clustershard/registry"
+	"github.com/clustershard/clustershard/test/netproxy"
 )
 
 // TestLongRemoteWriteRunsWhileOwned writes a 250 KB ConfigMap to a real

@@ -14,7 +14,7 @@ import (
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 
-	"github.com/clustershard/clustershard/internal/tools/drill"
+	"github.com/clustershard/clustershard/tools/drill"
 )
 
 // drillCommand is `clustershard-dev drill`: chaos drills against replica

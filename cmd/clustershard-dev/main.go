@@ -15,7 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/clustershard/clustershard/internal/tools/demo"
+	"github.com/clustershard/clustershard/cmd/clustershard-dev/demo"
 )
 
 func main() {

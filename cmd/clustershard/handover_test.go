@@ -22,9 +22,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/clustershard/clustershard/api/v1alpha1"
-	"github.com/clustershard/clustershard/internal/test/admissionhook"
-	"github.com/clustershard/clustershard/internal/test/localcluster"
 	"github.com/clustershard/clustershard/shard"
+	"github.com/clustershard/clustershard/test/admissionhook"
+	"github.com/clustershard/clustershard/test/localcluster"
 )
 
 // slowHook is a validating webhook of remote 0 that holds the creation of

@@ -11,8 +11,8 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/clustershard/clustershard/deploy"
-	"github.com/clustershard/clustershard/internal/test/promql"
-	"github.com/clustershard/clustershard/internal/tools/dashboard"
+	"github.com/clustershard/clustershard/test/promql"
+	"github.com/clustershard/clustershard/tools/dashboard"
 )
 
 // checkMonitoringMetrics asserts that every metric named by a query of the

@@ -11,7 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/clustershard/clustershard/api/v1alpha1"
-	"github.com/clustershard/clustershard/internal/status"
+	"github.com/clustershard/clustershard/cmd/clustershard/status"
 )
 
 // TestNoOwnerAfterLastShutdownAndCrash runs two replica processes, stops

@@ -14,8 +14,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/clustershard/clustershard/api/v1alpha1"
-	"github.com/clustershard/clustershard/internal/operate"
-	"github.com/clustershard/clustershard/internal/status"
+	"github.com/clustershard/clustershard/cmd/clustershard/operate"
+	"github.com/clustershard/clustershard/cmd/clustershard/status"
 )
 
 // TestDrainUncordonMoveProcesses runs two replica processes and the

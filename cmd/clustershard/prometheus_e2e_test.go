@@ -21,8 +21,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/clustershard/clustershard/api/v1alpha1"
-	"github.com/clustershard/clustershard/internal/test/localcluster"
-	"github.com/clustershard/clustershard/internal/tools/dashboard"
+	"github.com/clustershard/clustershard/test/localcluster"
+	"github.com/clustershard/clustershard/tools/dashboard"
 )
 
 // A real Prometheus server (built into bin/ by `make prometheus`) scrapes three

@@ -17,7 +17,7 @@ import (
 
 	"github.com/clustershard/clustershard/controllers/monitor"
 	"github.com/clustershard/clustershard/internal/remotecopy"
-	"github.com/clustershard/clustershard/internal/test/testenv"
+	"github.com/clustershard/clustershard/test/testenv"
 )
 
 var env *testenv.Env

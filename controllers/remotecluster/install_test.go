@@ -9,7 +9,7 @@ import (
 
 	"github.com/clustershard/clustershard/api/v1alpha1"
 	"github.com/clustershard/clustershard/internal/remotecopy"
-	"github.com/clustershard/clustershard/internal/test/localcluster"
+	"github.com/clustershard/clustershard/test/localcluster"
 )
 
 // A replicated kind's CRD is applied into the remote once: the next owner

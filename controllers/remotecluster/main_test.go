@@ -17,9 +17,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/clustershard/clustershard/api/v1alpha1"
-	"github.com/clustershard/clustershard/internal/test/localcluster"
-	"github.com/clustershard/clustershard/internal/test/testenv"
 	"github.com/clustershard/clustershard/registry"
+	"github.com/clustershard/clustershard/test/localcluster"
+	"github.com/clustershard/clustershard/test/testenv"
 )
 
 var env *testenv.Env

@@ -17,8 +17,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/clustershard/clustershard/api/v1alpha1"
-	"github.com/clustershard/clustershard/internal/test/localcluster"
-	"github.com/clustershard/clustershard/internal/test/testenv"
+	"github.com/clustershard/clustershard/test/localcluster"
+	"github.com/clustershard/clustershard/test/testenv"
 )
 
 // editedKubeConfig returns remote 0's kubeconfig changed by edit.

@@ -13,8 +13,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/clustershard/clustershard/api/v1alpha1"
-	"github.com/clustershard/clustershard/internal/test/localcluster"
-	"github.com/clustershard/clustershard/internal/test/netproxy"
+	"github.com/clustershard/clustershard/test/localcluster"
+	"github.com/clustershard/clustershard/test/netproxy"
 )
 
 // A running cluster whose remote API server fails its probes (here a black

@@ -19,8 +19,8 @@ import (
 	"github.com/clustershard/clustershard/api/v1alpha1"
 	"github.com/clustershard/clustershard/controllers/replicate"
 	"github.com/clustershard/clustershard/internal/remotecopy"
-	"github.com/clustershard/clustershard/internal/test/testenv"
 	"github.com/clustershard/clustershard/registry"
+	"github.com/clustershard/clustershard/test/testenv"
 )
 
 var env *testenv.Env

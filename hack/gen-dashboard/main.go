@@ -1,5 +1,5 @@
 // Command gen-dashboard writes clustershard's Grafana dashboard, built as
-// code by internal/tools/dashboard, under deploy/monitoring/grafana: the dashboard
+// code by tools/dashboard, under deploy/monitoring/grafana: the dashboard
 // JSON (clustershard.json, to import or provision) and a ConfigMap holding it
 // for the Grafana sidecar (configmap.yaml). `make manifests` runs it from the
 // repository root.
@@ -11,7 +11,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/clustershard/clustershard/internal/tools/dashboard"
+	"github.com/clustershard/clustershard/tools/dashboard"
 )
 
 func main() {

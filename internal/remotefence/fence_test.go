@@ -20,8 +20,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/clustershard/clustershard/internal/remotefence"
-	"github.com/clustershard/clustershard/internal/test/netproxy"
-	"github.com/clustershard/clustershard/internal/test/testenv"
+	"github.com/clustershard/clustershard/test/netproxy"
+	"github.com/clustershard/clustershard/test/testenv"
 )
 
 var env *testenv.Env

@@ -2,7 +2,7 @@
 // built-in kinds, apiextensions and the clustershard API. Replicated kinds
 // are configured at start-up and handled as unstructured, so none is here;
 // the example kind of the demo, the drill and the tests is added by
-// internal/tools/fleet.
+// tools/fleet.
 package scheme
 
 import (

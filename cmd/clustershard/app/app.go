@@ -19,10 +19,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/yaml"
 
+	"github.com/clustershard/clustershard/cmd/clustershard/status"
 	"github.com/clustershard/clustershard/internal/helmrelease"
 	"github.com/clustershard/clustershard/internal/remote"
 	"github.com/clustershard/clustershard/internal/scheme"
-	"github.com/clustershard/clustershard/internal/status"
 	"github.com/clustershard/clustershard/replica"
 	"github.com/clustershard/clustershard/shard"
 )

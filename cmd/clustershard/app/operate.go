@@ -11,7 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/clustershard/clustershard/internal/operate"
+	"github.com/clustershard/clustershard/cmd/clustershard/operate"
 	"github.com/clustershard/clustershard/internal/scheme"
 )
 

@@ -15,10 +15,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	examplev1alpha1 "github.com/clustershard/clustershard/api/example/v1alpha1"
-	"github.com/clustershard/clustershard/internal/test/admissionhook"
-	"github.com/clustershard/clustershard/internal/test/localcluster"
-	"github.com/clustershard/clustershard/internal/test/netproxy"
-	"github.com/clustershard/clustershard/internal/tools/fleet"
+	"github.com/clustershard/clustershard/test/admissionhook"
+	"github.com/clustershard/clustershard/test/localcluster"
+	"github.com/clustershard/clustershard/test/netproxy"
+	"github.com/clustershard/clustershard/tools/fleet"
 )
 
 // slowRemoteWriteFault holds one remote write of the busiest replica in a

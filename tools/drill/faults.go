@@ -16,8 +16,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/clustershard/clustershard/api/v1alpha1"
-	"github.com/clustershard/clustershard/internal/test/localcluster"
 	"github.com/clustershard/clustershard/shard"
+	"github.com/clustershard/clustershard/test/localcluster"
 )
 
 // fault injects one scenario's fault(s) into the running fleet, measures

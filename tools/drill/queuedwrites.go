@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/clustershard/clustershard/internal/test/localcluster"
 	"github.com/clustershard/clustershard/shard"
+	"github.com/clustershard/clustershard/test/localcluster"
 )
 
 // queuedWritesFault restarts a replica with a remote client of 1 QPS and

@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/clustershard/clustershard/internal/remotecopy"
-	"github.com/clustershard/clustershard/internal/tools/fleet"
+	"github.com/clustershard/clustershard/tools/fleet"
 )
 
 // The example kinds of the test CRDs, as --replicate-kind takes them.

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/clustershard/clustershard/internal/test/netproxy"
+	"github.com/clustershard/clustershard/test/netproxy"
 )
 
 // blackholeFault is a partition that closes nothing, on both of the

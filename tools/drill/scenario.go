@@ -14,9 +14,9 @@ import (
 
 	examplev1alpha1 "github.com/clustershard/clustershard/api/example/v1alpha1"
 	"github.com/clustershard/clustershard/api/v1alpha1"
-	"github.com/clustershard/clustershard/internal/test/localcluster"
-	"github.com/clustershard/clustershard/internal/tools/fleet"
 	"github.com/clustershard/clustershard/shard"
+	"github.com/clustershard/clustershard/test/localcluster"
+	"github.com/clustershard/clustershard/tools/fleet"
 )
 
 // holders returns the holder of every cluster Lease.

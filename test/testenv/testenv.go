@@ -20,8 +20,8 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/clustershard/clustershard/internal/test/localcluster"
-	"github.com/clustershard/clustershard/internal/tools/fleet"
+	"github.com/clustershard/clustershard/test/localcluster"
+	"github.com/clustershard/clustershard/tools/fleet"
 )
 
 // ControllerNamespace is where the harness writes the remotes' kubeconfig Secrets.

@@ -10,7 +10,7 @@ import (
 	"github.com/go-logr/logr"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/clustershard/clustershard/internal/tools/drill"
+	"github.com/clustershard/clustershard/tools/drill"
 )
 
 func init() { ctrllog.SetLogger(logr.Discard()) } // envtest logs through it
@@ -22,7 +22,7 @@ func build(t *testing.T, tags ...string) string {
 	if len(tags) > 0 {
 		args = append(args, "-tags", strings.Join(tags, ","))
 	}
-	out, err := exec.Command("go", append(args, "../../../cmd/clustershard")...).CombinedOutput()
+	out, err := exec.Command("go", append(args, "../../cmd/clustershard")...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}

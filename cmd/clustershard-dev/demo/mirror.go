@@ -14,7 +14,7 @@ import (
 	examplev1alpha1 "github.com/clustershard/clustershard/api/example/v1alpha1"
 	"github.com/clustershard/clustershard/api/v1alpha1"
 	"github.com/clustershard/clustershard/internal/remotecopy"
-	"github.com/clustershard/clustershard/internal/tools/fleet"
+	"github.com/clustershard/clustershard/tools/fleet"
 )
 
 // StrictKind is the --replicate-kind of StrictChaos, the example kind shaped

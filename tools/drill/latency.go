@@ -7,8 +7,8 @@ import (
 
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/clustershard/clustershard/internal/test/localcluster"
-	"github.com/clustershard/clustershard/internal/test/netproxy"
+	"github.com/clustershard/clustershard/test/localcluster"
+	"github.com/clustershard/clustershard/test/netproxy"
 )
 
 // behindLatency puts every remote API server behind a loopback proxy that

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/clustershard/clustershard/internal/remotefence"
-	"github.com/clustershard/clustershard/internal/test/localcluster"
 	"github.com/clustershard/clustershard/shard"
+	"github.com/clustershard/clustershard/test/localcluster"
 )
 
 // lateDeliveryFault delivers the victim's remote writes after the next

@@ -15,9 +15,9 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/clustershard/clustershard/internal/test/netproxy"
-	"github.com/clustershard/clustershard/internal/tools/fleet"
 	"github.com/clustershard/clustershard/shard"
+	"github.com/clustershard/clustershard/test/netproxy"
+	"github.com/clustershard/clustershard/tools/fleet"
 )
 
 // Session is a drill's fleet without its scenarios: the local control plane,

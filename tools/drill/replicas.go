@@ -18,9 +18,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/clustershard/clustershard/internal/test/netproxy"
-	"github.com/clustershard/clustershard/internal/tools/fleet"
 	"github.com/clustershard/clustershard/shard"
+	"github.com/clustershard/clustershard/test/netproxy"
+	"github.com/clustershard/clustershard/tools/fleet"
 )
 
 // replica is one incarnation of a replica process.

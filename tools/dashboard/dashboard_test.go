@@ -17,11 +17,11 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/clustershard/clustershard/internal/metrics"
-	"github.com/clustershard/clustershard/internal/test/promql"
+	"github.com/clustershard/clustershard/test/promql"
 )
 
 // generatedDir is where hack/gen-dashboard writes the dashboard.
-var generatedDir = filepath.Join("..", "..", "..", "deploy", "monitoring", "grafana")
+var generatedDir = filepath.Join("..", "..", "deploy", "monitoring", "grafana")
 
 // wantRows are the dashboard's rows, top to bottom.
 var wantRows = []string{

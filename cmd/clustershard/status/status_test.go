@@ -13,8 +13,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/clustershard/clustershard/api/v1alpha1"
+	"github.com/clustershard/clustershard/cmd/clustershard/status"
 	"github.com/clustershard/clustershard/internal/scheme"
-	"github.com/clustershard/clustershard/internal/status"
 	"github.com/clustershard/clustershard/shard"
 )
 

@@ -15,11 +15,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/clustershard/clustershard/deploy"
-	"github.com/clustershard/clustershard/internal/test/admissionhook"
-	"github.com/clustershard/clustershard/internal/test/localcluster"
-	"github.com/clustershard/clustershard/internal/test/netproxy"
-	"github.com/clustershard/clustershard/internal/tools/fleet"
 	"github.com/clustershard/clustershard/shard"
+	"github.com/clustershard/clustershard/test/admissionhook"
+	"github.com/clustershard/clustershard/test/localcluster"
+	"github.com/clustershard/clustershard/test/netproxy"
+	"github.com/clustershard/clustershard/tools/fleet"
 )
 
 // Namespace holds the drill's Leases and kubeconfig Secrets.

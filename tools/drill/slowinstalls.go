@@ -9,7 +9,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/clustershard/clustershard/internal/test/admissionhook"
+	"github.com/clustershard/clustershard/test/admissionhook"
 )
 
 // slowInstalls makes every install of the agent chart take at least d: a

@@ -14,7 +14,7 @@ import (
 
 	examplev1alpha1 "github.com/clustershard/clustershard/api/example/v1alpha1"
 	"github.com/clustershard/clustershard/api/v1alpha1"
-	"github.com/clustershard/clustershard/internal/test/localcluster"
+	"github.com/clustershard/clustershard/test/localcluster"
 )
 
 // ExampleKind is the --replicate-kind of the example kind.

@@ -21,11 +21,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/clustershard/clustershard/api/v1alpha1"
+	"github.com/clustershard/clustershard/cmd/clustershard/status"
 	"github.com/clustershard/clustershard/deploy"
 	"github.com/clustershard/clustershard/internal/remotecopy"
-	"github.com/clustershard/clustershard/internal/status"
-	"github.com/clustershard/clustershard/internal/test/localcluster"
-	"github.com/clustershard/clustershard/internal/tools/fleet"
+	"github.com/clustershard/clustershard/test/localcluster"
+	"github.com/clustershard/clustershard/tools/fleet"
 )
 
 // Namespace is where the demo keeps Leases and kubeconfig Secrets.
