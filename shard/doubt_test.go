@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -39,7 +40,15 @@ func TestWriteInDoubtAbandonsTheLease(t *testing.T) {
 	clusters := names(8)
 	tr := newTracker()
 	in := map[string]*instance{}
-	in["a"] = startInstance(t, ns, "a", clusters, trackingHandler{"a", tr})
+	var jmu sync.Mutex
+	var journal []shard.JournalEntry
+	in["a"] = startInstanceWith(t, ns, "a", clusters, trackingHandler{"a", tr}, nil, func(o *shard.Options) {
+		o.Journal = func(e shard.JournalEntry) {
+			jmu.Lock()
+			defer jmu.Unlock()
+			journal = append(journal, e)
+		}
+	})
 	settled(t, tr, ns, expected(t, []string{"a"}, clusters), in, 30*time.Second)
 	var moving []string
 	for _, c := range clusters {
@@ -136,6 +145,25 @@ func TestWriteInDoubtAbandonsTheLease(t *testing.T) {
 	for _, c := range moving[2:] { // released: b took them at once
 		if s := watch[c]; s.abandoned || s.owned.Sub(joined) >= leaseDuration {
 			t.Errorf("%s, with no write in doubt, was not released at once (abandoned %v, owned by b %v after b joined)", c, s.abandoned, s.owned.Sub(joined))
+		}
+	}
+	// The journal tells the two apart, so that a checker bounds an
+	// abandoned cluster's gap by the lease duration, not by a release's.
+	jmu.Lock()
+	released := map[string]string{}
+	for _, e := range journal {
+		if e.Event == shard.JournalReleased {
+			released[e.Cluster] = e.Detail
+		}
+	}
+	jmu.Unlock()
+	for _, c := range moving {
+		want := ""
+		if c == cut || c == inflight {
+			want = shard.JournalAbandoned
+		}
+		if d, ok := released[c]; !ok || d != want {
+			t.Errorf("%s: journalled released with detail %q (journalled: %v), want %q", c, d, ok, want)
 		}
 	}
 	if v := tr.check(); len(v) > 0 {

@@ -288,7 +288,11 @@ func (c *Coordinator) releaseLease(ctx context.Context, name string, abandon, re
 		return
 	}
 	c.wroteOver(l.Name, replaced)
-	c.o.journal(c.o.Clock.Now(), JournalReleased, name)
+	detail := ""
+	if abandon {
+		detail = JournalAbandoned
+	}
+	c.o.journalDetail(c.o.Clock.Now(), JournalReleased, name, detail)
 }
 
 // writeRelease writes Lease l, held by this process, free (holder cleared),

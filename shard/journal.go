@@ -31,6 +31,12 @@ const (
 	// JournalReleased: the Lease of Cluster was written free, abandoned or
 	// deleted (Time: after the write), once its manager stopped.
 	JournalReleased = "released"
+	// JournalAbandoned is the Detail of a JournalReleased entry whose Lease
+	// was left to expire (v1alpha1.AbandonedAnnotation) instead of written
+	// free: a remote write of the cluster went unanswered and may land
+	// until its fence deadline, so the next owner takes it a lease duration
+	// later.
+	JournalAbandoned = "abandoned"
 	// JournalRunning: the remote manager of Cluster runs here (Time).
 	JournalRunning = "running"
 	// JournalExit: the process shut down cleanly (Time); Detail lists the
@@ -52,13 +58,19 @@ type JournalEntry struct {
 	Event string `json:"event"`
 	// Cluster is the cluster of a per-cluster event.
 	Cluster string `json:"cluster,omitempty"`
-	// Detail is free text of an event (JournalExit: leaked goroutines).
+	// Detail is free text of an event (JournalExit: leaked goroutines;
+	// JournalReleased: JournalAbandoned when the Lease was left to expire).
 	Detail string `json:"detail,omitempty"`
 }
 
 // journal records an entry when Options.Journal is set.
 func (o *Options) journal(at time.Time, event, cluster string) {
+	o.journalDetail(at, event, cluster, "")
+}
+
+// journalDetail records an entry with a Detail when Options.Journal is set.
+func (o *Options) journalDetail(at time.Time, event, cluster, detail string) {
 	if o.Journal != nil {
-		o.Journal(JournalEntry{Time: at, Replica: o.Identity, Incarnation: o.Incarnation, Event: event, Cluster: cluster})
+		o.Journal(JournalEntry{Time: at, Replica: o.Identity, Incarnation: o.Incarnation, Event: event, Cluster: cluster, Detail: detail})
 	}
 }

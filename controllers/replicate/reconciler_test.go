@@ -140,38 +140,57 @@ func TestDeletedSourceWaitsForItsCopy(t *testing.T) {
 
 // A source naming a RemoteCluster that does not exist says ClusterNotFound
 // (condition and Warning event, from the replica the ring assigns the name
-// to), is looked at again later, and is neither tracked nor copied.
+// to), is looked at again later, and is neither tracked nor copied. The
+// message names the cluster and says no RemoteCluster of that name exists:
+// in the condition where the kind keeps a message (ExampleChaos), and in the
+// outcome annotation and the event for a Chaos Mesh-shaped kind, whose
+// conditions keep type, status and reason only (StrictChaos).
 func TestMissingClusterSaysClusterNotFound(t *testing.T) {
-	k := env.Learned(t, exampleKind)
-	r, reg, rec := newReconciler(k) // owns nothing: nobody owns "nowhere"
-	src := createSource(t, k, "missing-cluster", "fault", "nowhere")
-	key := client.ObjectKeyFromObject(src)
-	release(t, k, key)
+	for _, k := range []remotecopy.Kind{exampleKind, strictKind} {
+		t.Run(k.GVK.Kind, func(t *testing.T) {
+			k := env.Learned(t, k)
+			r, reg, rec := newReconciler(k) // owns nothing: nobody owns "nowhere"
+			src := createSource(t, k, "missing-cluster-"+strings.ToLower(k.GVK.Kind), "fault", "nowhere")
+			key := client.ObjectKeyFromObject(src)
+			release(t, k, key)
 
-	res, err := reconcile(t, r, src)
-	if err != nil || res.RequeueAfter == 0 {
-		t.Fatalf("Reconcile = %+v, %v; want a later look without error", res, err)
-	}
-	cond, _ := synced(t, k, key)
-	if cond == nil || cond["status"] != "False" || cond["reason"] != v1alpha1.ReasonClusterNotFound || !strings.Contains(cond["message"].(string), `"nowhere"`) {
-		t.Errorf("RemoteSynced = %v, want False/%s naming the cluster", cond, v1alpha1.ReasonClusterNotFound)
-	}
-	if e := nextEvent(rec); !strings.HasPrefix(e, "Warning "+v1alpha1.ReasonClusterNotFound+" ") {
-		t.Errorf("event = %q, want a Warning %s", e, v1alpha1.ReasonClusterNotFound)
-	}
-	if got := get(t, env.Client, k, key); controllerutil.ContainsFinalizer(got, v1alpha1.SourceFinalizer) {
-		t.Error("a source of a missing cluster got the finalizer")
-	}
-	if n := reg.callsFor("nowhere"); n != 0 {
-		t.Errorf("%d remote calls for a missing cluster", n)
-	}
-	// Looked at again while nothing changed: the outcome stands, and no
-	// second Warning is emitted (one per recheck would flood the events).
-	if _, err := reconcile(t, r, src); err != nil {
-		t.Fatal(err)
-	}
-	if e := nextEvent(rec); e != "" {
-		t.Errorf("a recheck with nothing changed emitted %q", e)
+			res, err := reconcile(t, r, src)
+			if err != nil || res.RequeueAfter == 0 {
+				t.Fatalf("Reconcile = %+v, %v; want a later look without error", res, err)
+			}
+			const says = `RemoteCluster "nowhere" does not exist`
+			cond, o := synced(t, k, key)
+			if cond == nil || cond["status"] != "False" || cond["reason"] != v1alpha1.ReasonClusterNotFound {
+				t.Fatalf("RemoteSynced = %v, want False/%s", cond, v1alpha1.ReasonClusterNotFound)
+			}
+			msg, hasMessage := cond["message"].(string)
+			switch strict := !k.Shape().StatusSubresource; {
+			case strict && hasMessage:
+				t.Errorf("StrictChaos keeps no message in a condition, got %v", cond)
+			case !strict && !strings.Contains(msg, says):
+				t.Errorf("RemoteSynced message %q, want it to say %q", msg, says)
+			}
+			if o.Reason != v1alpha1.ReasonClusterNotFound || !strings.Contains(o.Message, says) {
+				t.Errorf("outcome annotation %+v, want %s saying %q", o, v1alpha1.ReasonClusterNotFound, says)
+			}
+			if e := nextEvent(rec); !strings.HasPrefix(e, "Warning "+v1alpha1.ReasonClusterNotFound+" ") || !strings.Contains(e, says) {
+				t.Errorf("event = %q, want a Warning %s saying %q", e, v1alpha1.ReasonClusterNotFound, says)
+			}
+			if got := get(t, env.Client, k, key); controllerutil.ContainsFinalizer(got, v1alpha1.SourceFinalizer) {
+				t.Error("a source of a missing cluster got the finalizer")
+			}
+			if n := reg.callsFor("nowhere"); n != 0 {
+				t.Errorf("%d remote calls for a missing cluster", n)
+			}
+			// Looked at again while nothing changed: the outcome stands, and no
+			// second Warning is emitted (one per recheck would flood the events).
+			if _, err := reconcile(t, r, src); err != nil {
+				t.Fatal(err)
+			}
+			if e := nextEvent(rec); e != "" {
+				t.Errorf("a recheck with nothing changed emitted %q", e)
+			}
+		})
 	}
 }
 

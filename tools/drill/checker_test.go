@@ -228,3 +228,42 @@ func TestIntervalsModelTheRenewalGrace(t *testing.T) {
 		t.Fatalf("held without a renewal = %+v, want empty", h)
 	}
 }
+
+// A planned hand-over's gap counts from the old owner's last release of the
+// cluster between the fault and the new owner's manager running: releases
+// before the fault or after the new manager ran, other clusters' and other
+// events do not count; a Lease left to expire (abandoned) after that
+// release is told apart.
+func TestLastReleases(t *testing.T) {
+	fault := time.Date(2026, 12, 8, 0, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) time.Time { return fault.Add(d) }
+	running := map[string]time.Duration{"a": 5 * time.Second, "b": 3 * time.Second, "c": time.Second, "d": 8 * time.Second}
+	old := []shard.JournalEntry{
+		{Time: at(-time.Second), Event: shard.JournalReleasing, Cluster: "a"},    // before the fault
+		{Time: at(4 * time.Second), Event: shard.JournalReleasing, Cluster: "a"}, // the paced release
+		{Time: at(4100 * time.Millisecond), Event: shard.JournalStopped, Cluster: "a"},
+		{Time: at(4200 * time.Millisecond), Event: shard.JournalReleased, Cluster: "a"},
+		{Time: at(6 * time.Second), Event: shard.JournalReleasing, Cluster: "a"}, // after it ran again
+		{Time: at(500 * time.Millisecond), Event: shard.JournalReleasing, Cluster: "b"},
+		{Time: at(600 * time.Millisecond), Event: shard.JournalReleased, Cluster: "b", Detail: shard.JournalAbandoned},
+		{Time: at(500 * time.Millisecond), Event: shard.JournalReleasing, Cluster: "z"}, // not moved
+		{Time: at(time.Second), Event: shard.JournalReleasing, Cluster: "d"},
+		{Time: at(1500 * time.Millisecond), Event: shard.JournalReleased, Cluster: "d", Detail: shard.JournalAbandoned},
+	}
+	other := []shard.JournalEntry{
+		{Time: at(2 * time.Second), Event: shard.JournalReleasing, Cluster: "b"}, // moved on once more, released
+		{Time: at(200 * time.Millisecond), Event: shard.JournalLost, Cluster: "c"},
+	}
+	out := map[string]release{}
+	lastReleases(out, old, running, fault)
+	lastReleases(out, other, running, fault)
+	want := map[string]release{"a": {at: at(4 * time.Second)}, "b": {at: at(2 * time.Second)}, "d": {at: at(time.Second), abandoned: true}}
+	if len(out) != len(want) {
+		t.Fatalf("releases %v, want %v", out, want)
+	}
+	for c, w := range want {
+		if got := out[c]; !got.at.Equal(w.at) || got.abandoned != w.abandoned {
+			t.Errorf("%s: released at %v (abandoned %v), want %v (abandoned %v)", c, got.at.Sub(fault), got.abandoned, w.at.Sub(fault), w.abandoned)
+		}
+	}
+}

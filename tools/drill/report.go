@@ -53,8 +53,9 @@ type Result struct {
 	// Victim is the replica the fault hit; Moved how many clusters it held.
 	Victim string `json:"victim"`
 	Moved  int    `json:"moved"`
-	// Recovery is, per moved cluster, the time from the fault to its
-	// manager running on a live owner (I2), against Bound.
+	// Recovery is, per moved cluster, how long it had no manager (I2),
+	// against Bound: from the fault to its manager running on a live owner
+	// after a crash, from its old owner's release after a planned hand-over.
 	Recovery map[string]time.Duration `json:"recovery"`
 	Bound    string                   `json:"bound"`
 	// Converged is how long I3 took to hold after recovery.

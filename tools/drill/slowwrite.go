@@ -134,7 +134,7 @@ func slowRemoteWriteFault(ctx context.Context, r *Runner, res *Result) error {
 		}
 	}
 	r.moved(ctx, res, "", others, at, gracefulBound)
-	r.moved(ctx, res, "held", []string{cl.Name}, at, r.renewDeadline()+r.o.LeaseDuration+5*time.Second)
+	r.moved(ctx, res, "held", []string{cl.Name}, at, r.doubtBound())
 	return errors.Join(wait(), r.startReady(ctx, victim))
 }
 

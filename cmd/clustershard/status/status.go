@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -117,6 +118,7 @@ func Collect(ctx context.Context, c client.Reader, namespace string, kinds []rem
 		return nil, fmt.Errorf("list RemoteClusters: %w", err)
 	}
 	objects := map[string]int{}
+	named := map[string][]string{} // cluster: the sources naming it, "Kind ns/name"
 	for _, k := range kinds {
 		list := &unstructured.UnstructuredList{}
 		list.SetGroupVersionKind(k.GVK.GroupVersion().WithKind(k.GVK.Kind + "List"))
@@ -126,6 +128,7 @@ func Collect(ctx context.Context, c client.Reader, namespace string, kinds []rem
 		for i := range list.Items {
 			if cl := k.Cluster(&list.Items[i]); cl != "" {
 				objects[cl]++
+				named[cl] = append(named[cl], k.GVK.Kind+" "+client.ObjectKeyFromObject(&list.Items[i]).String())
 			}
 		}
 	}
@@ -200,6 +203,7 @@ func Collect(ctx context.Context, c client.Reader, namespace string, kinds []rem
 		}
 		r.Clusters = append(r.Clusters, row)
 	}
+	missingClusters(r, rcs.Items, named)
 	var ring []string
 	for _, rep := range replicas {
 		if !rep.Expired && !rep.Leaving && rep.Cordoned == "" {
@@ -267,4 +271,26 @@ func (r *Report) WriteTable(w io.Writer) error {
 		fmt.Fprintf(tw, "WARNING: %s\n", w.Message)
 	}
 	return tw.Flush()
+}
+
+// missingClusters warns of sources that name a RemoteCluster which does not
+// exist: no replica works on them, and their RemoteSynced condition says
+// ClusterNotFound (with the message only where the kind's schema keeps one).
+func missingClusters(r *Report, rcs []v1alpha1.RemoteCluster, named map[string][]string) {
+	exists := make(map[string]bool, len(rcs))
+	for _, rc := range rcs {
+		exists[rc.Name] = true
+	}
+	for _, cl := range slices.Sorted(maps.Keys(named)) {
+		if exists[cl] {
+			continue
+		}
+		srcs := slices.Sorted(slices.Values(named[cl]))
+		shown := strings.Join(srcs[:min(len(srcs), 3)], ", ")
+		if len(srcs) > 3 {
+			shown += fmt.Sprintf(" and %d more", len(srcs)-3)
+		}
+		r.warn("missing-cluster/"+cl, "%d source(s) name RemoteCluster %q, but no RemoteCluster of that name exists, so nothing copies them (RemoteSynced=False, ClusterNotFound): %s",
+			len(srcs), cl, shown)
+	}
 }

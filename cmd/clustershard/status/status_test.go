@@ -8,14 +8,17 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/clustershard/clustershard/api/v1alpha1"
 	"github.com/clustershard/clustershard/cmd/clustershard/status"
+	"github.com/clustershard/clustershard/internal/remotecopy"
 	"github.com/clustershard/clustershard/internal/scheme"
 	"github.com/clustershard/clustershard/shard"
+	"github.com/clustershard/clustershard/tools/fleet"
 )
 
 const ns = "clustershard-system"
@@ -112,5 +115,45 @@ func TestCollectFlagsDisagreements(t *testing.T) {
 	_ = rep.WriteTable(&buf)
 	if !strings.Contains(buf.String(), "WARNING: r-1 disagrees on the ring") {
 		t.Errorf("table lacks the warnings:\n%s", buf.String())
+	}
+}
+
+// Sources that name a RemoteCluster which does not exist show as a warning
+// naming the cluster and the sources, so that nothing sits uncopied without
+// a word in `clustershard status`; sources of an existing cluster do not.
+func TestCollectFlagsSourcesOfMissingClusters(t *testing.T) {
+	kind, err := remotecopy.ParseKind(fleet.ExampleKind)
+	if err != nil {
+		t.Fatal(err)
+	}
+	source := func(name, cluster string) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(kind.GVK)
+		u.SetNamespace("team")
+		u.SetName(name)
+		_ = unstructured.SetNestedField(u.Object, cluster, "spec", "remoteCluster")
+		return u
+	}
+	ring := shard.RingHash([]string{"r-0"})
+	objs := []client.Object{
+		member("r-0", ring, "1", nil), clusterLease("east", "r-0@1"), remoteCluster("east", "r-0", ""),
+		source("ok", "east"), source("typo-1", "eats"), source("typo-2", "eats"),
+	}
+	c := fake.NewClientBuilder().WithScheme(fleet.Scheme()).WithObjects(objs...).Build()
+	rep, err := status.Collect(t.Context(), c, ns, []remotecopy.Kind{kind})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Warnings) != 1 {
+		t.Fatalf("want one warning, for the sources of eats: %+v", rep.Warnings)
+	}
+	w := rep.Warnings[0]
+	for _, want := range []string{`RemoteCluster "eats"`, "no RemoteCluster of that name exists", "ExampleChaos team/typo-1", "ExampleChaos team/typo-2", "2 source(s)"} {
+		if !strings.Contains(w.Message, want) {
+			t.Errorf("warning %q lacks %q", w.Message, want)
+		}
+	}
+	if w.Key != "missing-cluster/eats" {
+		t.Errorf("warning key %q", w.Key)
 	}
 }
