@@ -47,18 +47,36 @@ func (p *Proxy) SetHangAfter(d time.Duration) {
 	p.hangAfter = d
 }
 
-// throttled writes to w a byte at a time at rate bytes a second.
+// throttled writes to w a byte at a time at rate bytes a second. It sleeps
+// until the next byte is due rather than a fixed 1/rate per byte: a sleep
+// takes at least the timer's resolution (about 0.7 ms on some virtual
+// machines), so at 300 KB/s a sleep per byte trickled at a few KB/s. The
+// time the connection was idle is no credit beyond throttleSlack: an answer
+// after a pause trickles like the first.
 type throttled struct {
 	w    io.Writer
 	rate int
+	next time.Time // when the next byte may go
 }
 
-func (t throttled) Write(b []byte) (int, error) {
+// throttleSlack is how far behind its schedule a trickle may fall (a sleep
+// overshooting, a pause between answers) and catch up by sending at once.
+const throttleSlack = 20 * time.Millisecond
+
+func (t *throttled) Write(b []byte) (int, error) {
+	gap := time.Second / time.Duration(t.rate)
 	for i := range b {
-		time.Sleep(time.Second / time.Duration(t.rate))
+		now := time.Now()
+		switch {
+		case t.next.After(now):
+			time.Sleep(t.next.Sub(now))
+		case now.Sub(t.next) > throttleSlack:
+			t.next = now
+		}
 		if _, err := t.w.Write(b[i : i+1]); err != nil {
 			return i, err
 		}
+		t.next = t.next.Add(gap)
 	}
 	return len(b), nil
 }

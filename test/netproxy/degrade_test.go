@@ -37,6 +37,37 @@ func TestRateTrickles(t *testing.T) {
 	}
 }
 
+// A fast trickle keeps its rate whatever the timer's resolution: 30 KB at
+// 300 KB/s takes about 0.1 s, trickled (not at once), where a sleep per byte
+// took about 20 s on a machine whose sleeps last 0.7 ms at the least; and an
+// answer after a pause trickles like the first (the pause is no credit).
+func TestFastRateKeepsItsRate(t *testing.T) {
+	p := echo(t)
+	p.SetRate(300 << 10)
+	c, r := dialEcho(t, p)
+	_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+	line := make([]byte, 30<<10)
+	for i := range line {
+		line[i] = 'x'
+	}
+	line[len(line)-1] = '\n'
+	for round := range 2 {
+		start := time.Now()
+		if _, err := c.Write(line); err != nil {
+			t.Fatal(err)
+		}
+		got, err := r.ReadString('\n')
+		if err != nil || len(got) != len(line) {
+			t.Fatalf("round %d: echo of %d bytes: %d bytes, %v", round, len(line), len(got), err)
+		}
+		took := time.Since(start)
+		if took < 80*time.Millisecond || took > 3*time.Second {
+			t.Errorf("round %d: 30 KB at 300 KB/s took %v, want about 0.1 s", round, took)
+		}
+		time.Sleep(500 * time.Millisecond) // a pause between answers
+	}
+}
+
 // With a hang set, a connection answers until the hang and never after,
 // while it stays open; a new connection answers again at first.
 func TestHangAfterSilencesOldConnections(t *testing.T) {

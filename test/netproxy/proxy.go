@@ -141,7 +141,7 @@ func (p *Proxy) serve(in net.Conn) {
 			dst = silenced{w: dst, at: opened.Add(hangAfter)}
 		}
 		if !src.fromClient && rate > 0 {
-			dst = throttled{w: dst, rate: rate}
+			dst = &throttled{w: dst, rate: rate}
 		}
 		if src.fromClient && uploadRate > 0 {
 			dst = paced{w: dst, rate: uploadRate}
