@@ -55,6 +55,18 @@ func recordCPU(addr string, exited <-chan struct{}) *cpuRecorder {
 	return rec
 }
 
+// covers reports whether a recorded window ends at or after t.
+func (rec *cpuRecorder) covers(t time.Time) bool {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	for _, w := range rec.windows {
+		if !w.To.Before(t) {
+			return true
+		}
+	}
+	return false
+}
+
 // between returns the windows that overlap [from, to].
 func (rec *cpuRecorder) between(from, to time.Time) []CPUWindow {
 	rec.mu.Lock()
@@ -95,11 +107,19 @@ func (s *Session) ColdStart() (from, to time.Time) {
 }
 
 // CPUProfiles returns the CPU profile windows of the live replica id that
-// overlap [from, to] (Options.Profile).
+// overlap [from, to] (Options.Profile), once the window that covers to has
+// been recorded (waiting at most two windows for it).
 func (s *Session) CPUProfiles(id string, from, to time.Time) ([]CPUWindow, error) {
 	rep := s.r.reps.live[id]
 	if rep == nil || rep.cpu == nil {
 		return nil, fmt.Errorf("replica %s is not live or not profiled", id)
+	}
+	// The window that covers to may still be recording (a cold start of a
+	// few clusters ends within the first window): wait for it, at most two
+	// windows.
+	deadline := time.Now().Add(2*cpuWindow + time.Second)
+	for !rep.cpu.covers(to) && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
 	}
 	return rep.cpu.between(from, to), nil
 }
