@@ -209,9 +209,11 @@ func (r *Runner) moved(ctx context.Context, res *Result, label string, clusters 
 	}
 	got := r.recovery(ctx, clusters, fault, timeout)
 	released := map[string]release{}
-	if js, err := r.journals(); graceful && err == nil {
-		for _, entries := range js {
-			lastReleases(released, entries, got, fault)
+	if graceful {
+		if js, err := r.journals(); err == nil { // unread: measured from the fault, stricter
+			for _, entries := range js {
+				lastReleases(released, entries, got, fault)
+			}
 		}
 	}
 	res.Moved += len(clusters)
@@ -238,7 +240,7 @@ func (r *Runner) moved(ctx context.Context, res *Result, label string, clusters 
 			res.note("I2", "%s running on its new owner %v after the fault > the hand-over's bound %v", key, d, handOverBound)
 		case gap > limit && graceful:
 			res.note("I2", "%s without a manager for %v (its old owner's release to its new owner's manager running) > bound %v", key, gap, limit)
-		case gap > bound:
+		case gap > limit:
 			res.note("I2", "%s running again after %v > bound %v", key, d, bound)
 		}
 		if ok {
